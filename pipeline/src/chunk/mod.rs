@@ -1,0 +1,83 @@
+//! The chunk stage: `documents` → `chunks` by dynamic partitioning.
+
+mod partition;
+
+use std::sync::Arc;
+
+use arrow::array::{Int32Array, Int64Array, RecordBatch, StringArray};
+use flexstruct_schemas::{Table, col};
+use rayon::prelude::*;
+
+pub use partition::{Chunk, ChunkParams, paragraphs, partition};
+
+use crate::error::{Error, Result};
+use crate::io::string_column;
+use crate::stage::{BucketOutput, BucketStage, RunContext, StageMetrics, config_fingerprint, run_buckets};
+use crate::tokens::TokenCounter;
+
+/// Stage name.
+pub const STAGE: &str = "chunk";
+/// Bumped whenever the same document and config would chunk differently.
+const VERSION: &str = "1";
+
+/// Runs the chunk stage over the context's shard.
+pub fn run(ctx: &RunContext<'_>) -> Result<StageMetrics> {
+    let params = ChunkParams { ct_min: ctx.config.chunk.ct_min, ct_max: ctx.config.chunk.ct_max };
+    let stage = BucketStage {
+        name: STAGE,
+        version: VERSION,
+        config_fingerprint: config_fingerprint(&ctx.config.chunk)?,
+        input: Table::Documents,
+        outputs: vec![Table::Chunks],
+    };
+    let counter = TokenCounter::cl100k();
+    let mut metrics = run_buckets(ctx, &stage, |docs| chunk_bucket(docs, params, &counter))?;
+    metrics.details.insert("ct_min".into(), params.ct_min.into());
+    metrics.details.insert("ct_max".into(), params.ct_max.into());
+    Ok(metrics)
+}
+
+/// Chunks every document of a bucket (documents in parallel; rows keep doc_id order).
+fn chunk_bucket(docs: &[RecordBatch], params: ChunkParams, counter: &TokenCounter) -> Result<BucketOutput> {
+    let mut inputs: Vec<(&str, &str)> = Vec::new();
+    for batch in docs {
+        let ids = string_column(batch, col::DOC_ID)?;
+        let texts = string_column(batch, col::TEXT)?;
+        inputs.extend((0..batch.num_rows()).map(|i| (ids.value(i), texts.value(i))));
+    }
+    let per_doc: Vec<(&str, Vec<Chunk>)> =
+        inputs.par_iter().map(|&(id, text)| (id, partition(text, params, counter))).collect();
+    let texts: Vec<&str> = inputs.iter().map(|(_, t)| *t).collect();
+    let batch = chunks_batch(&per_doc, &texts)?;
+    Ok(BucketOutput { tables: vec![vec![batch]], failures: Vec::new() })
+}
+
+fn chunks_batch(per_doc: &[(&str, Vec<Chunk>)], texts: &[&str]) -> Result<RecordBatch> {
+    let mut doc_ids = Vec::new();
+    let mut idx = Vec::new();
+    let mut chunk_texts = Vec::new();
+    let mut n_tokens = Vec::new();
+    let mut starts = Vec::new();
+    let mut ends = Vec::new();
+    for ((doc_id, chunks), text) in per_doc.iter().zip(texts) {
+        for (i, c) in chunks.iter().enumerate() {
+            doc_ids.push(*doc_id);
+            idx.push(i32::try_from(i).map_err(|_| Error::Internal("chunk index overflow".into()))?);
+            chunk_texts.push(&text[c.byte_start..c.byte_end]);
+            n_tokens.push(c.n_tokens as i32);
+            starts.push(c.char_start as i64);
+            ends.push(c.char_end as i64);
+        }
+    }
+    Ok(RecordBatch::try_new(
+        Table::Chunks.schema(),
+        vec![
+            Arc::new(StringArray::from(doc_ids)),
+            Arc::new(Int32Array::from(idx)),
+            Arc::new(StringArray::from(chunk_texts)),
+            Arc::new(Int32Array::from(n_tokens)),
+            Arc::new(Int64Array::from(starts)),
+            Arc::new(Int64Array::from(ends)),
+        ],
+    )?)
+}

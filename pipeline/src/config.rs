@@ -1,0 +1,184 @@
+//! Pipeline configuration: the shape of the pipeline (thresholds, models), as opposed to runtime
+//! knobs (index folder, shard, verbosity), which are command-line flags.
+//!
+//! Sources, later ones winning: built-in defaults (the paper's values), a TOML file
+//! (`--config FILE`), and environment variables `FLEXSTRUCT_<SECTION>__<KEY>`, e.g.
+//! `FLEXSTRUCT_CHUNK__CT_MAX=800`. Variables without a double underscore (`FLEXSTRUCT_INDEX`,
+//! `FLEXSTRUCT_QUIET`, …) are the twins of command-line flags and are not read here.
+//!
+//! ```toml
+//! [index]
+//! buckets = 64        # fixed when the index is created
+//!
+//! [chunk]
+//! ct_min = 500
+//! ct_max = 600
+//! ```
+
+use std::path::Path;
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Prefix of configuration environment variables.
+pub const ENV_PREFIX: &str = "FLEXSTRUCT_";
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Settings of the index folder.
+    pub index: IndexConfig,
+    /// The ingest stage.
+    pub ingest: IngestConfig,
+    /// The chunk stage.
+    pub chunk: ChunkConfig,
+}
+
+/// Settings of the index folder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct IndexConfig {
+    /// Document buckets per per-document table, fixed when the index is created (default
+    /// [`DEFAULT_BUCKETS`]); an existing index keeps its own. A shard count given with
+    /// `--shard K/N` must divide it: pick a power of two at least as large as the largest number
+    /// of parallel jobs you will run.
+    pub buckets: Option<u32>,
+}
+
+/// Buckets of a new index when the configuration does not say.
+pub const DEFAULT_BUCKETS: u32 = 64;
+
+
+
+/// The ingest stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IngestConfig {
+    /// Documents longer than this (bytes of UTF-8) are refused with a failure row.
+    pub max_document_bytes: u64,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        IngestConfig { max_document_bytes: 256 * 1024 * 1024 }
+    }
+}
+
+/// The chunk stage (dynamic partitioning, paper §3.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChunkConfig {
+    /// Chunks below this many tokens merge with a neighbour.
+    pub ct_min: usize,
+    /// Paragraphs are packed into a chunk until the next would exceed this many tokens.
+    pub ct_max: usize,
+    /// Tokenizer that defines a token; only `cl100k_base` is supported.
+    pub tokenizer: String,
+}
+
+impl Default for ChunkConfig {
+    fn default() -> Self {
+        ChunkConfig { ct_min: 500, ct_max: 600, tokenizer: "cl100k_base".into() }
+    }
+}
+
+impl Config {
+    /// Loads defaults, then `file` (if given), then `FLEXSTRUCT_<SECTION>__<KEY>` variables.
+    pub fn load(file: Option<&Path>) -> Result<Config> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(file) = file {
+            if !file.is_file() {
+                return Err(Error::Config(format!("config file {} does not exist", file.display())));
+            }
+            figment = figment.merge(Toml::file_exact(file));
+        }
+        figment = figment.merge(Env::prefixed(ENV_PREFIX).filter(|k| k.as_str().contains("__")).split("__"));
+        let config: Config = figment.extract().map_err(|e| Error::ConfigLoad(Box::new(e)))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks values that parse but make no sense.
+    pub fn validate(&self) -> Result<()> {
+        if self.index.buckets == Some(0) {
+            return Err(Error::Config("index.buckets must be at least 1".into()));
+        }
+        let c = &self.chunk;
+        if c.ct_max == 0 {
+            return Err(Error::Config("chunk.ct_max must be at least 1".into()));
+        }
+        if c.ct_min > c.ct_max {
+            return Err(Error::Config(format!(
+                "chunk.ct_min ({}) must not exceed chunk.ct_max ({})",
+                c.ct_min, c.ct_max
+            )));
+        }
+        if c.tokenizer != "cl100k_base" {
+            return Err(Error::Config(format!(
+                "chunk.tokenizer `{}` is not supported (supported: cl100k_base)",
+                c.tokenizer
+            )));
+        }
+        if self.ingest.max_document_bytes == 0 || self.ingest.max_document_bytes > i32::MAX as u64 {
+            return Err(Error::Config(
+                "ingest.max_document_bytes must be between 1 and 2147483647".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_papers() {
+        let c = Config::default();
+        assert_eq!((c.chunk.ct_min, c.chunk.ct_max), (500, 600));
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn file_and_env_override_defaults() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("f.toml", "[chunk]\nct_min = 100\nct_max = 200\n")?;
+            jail.set_env("FLEXSTRUCT_CHUNK__CT_MAX", "300");
+            jail.set_env("FLEXSTRUCT_INDEX", "not/a/config/key");
+            let c = Config::load(Some(Path::new("f.toml"))).expect("load");
+            assert_eq!((c.chunk.ct_min, c.chunk.ct_max), (100, 300));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_named() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("typo.toml", "[chunk]\nct_maxx = 1\n")?;
+            let err = Config::load(Some(Path::new("typo.toml"))).unwrap_err();
+            let chain = format!("{:#}", anyhow_like(&err));
+            assert!(chain.contains("ct_maxx"), "{chain}");
+            jail.create_file("bad.toml", "[chunk]\nct_min = 700\n")?;
+            let err = Config::load(Some(Path::new("bad.toml"))).unwrap_err();
+            assert!(err.to_string().contains("ct_min (700)"), "{err}");
+            let err = Config::load(Some(Path::new("missing.toml"))).unwrap_err();
+            assert!(err.to_string().contains("missing.toml"), "{err}");
+            Ok(())
+        });
+    }
+
+    fn anyhow_like(err: &Error) -> String {
+        let mut s = err.to_string();
+        let mut source = std::error::Error::source(err);
+        while let Some(e) = source {
+            s.push_str(": ");
+            s.push_str(&e.to_string());
+            source = e.source();
+        }
+        s
+    }
+}

@@ -1,0 +1,35 @@
+//! The flexstruct pipeline: every stage's logic, reusable and testable without the binaries.
+//!
+//! ```text
+//!  corpus ──ingest──▶ documents ──chunk──▶ chunks ──extract──▶ items ──hypergraph──▶ hyperedges,
+//!                                                                                  entities
+//!        ──graph──▶ edges ──embed──▶ embeddings ──cluster──▶ clusters ──merge──▶ kb/* ──query──▶ answers
+//! ```
+//!
+//! Every table is a folder of Parquet part files in an index folder ([`index`]); per-document
+//! stages work bucket by bucket ([`stage`]) so that reruns skip what is up to date and shards
+//! never write the same file. Stages present so far: [`ingest`], [`chunk`]; [`sql`] queries an
+//! index read-only.
+//!
+//! ```
+//! use flexstruct_pipeline::{chunk, tokens::TokenCounter};
+//! let params = chunk::ChunkParams { ct_min: 5, ct_max: 12 };
+//! let text = "First paragraph, rather short.\n\nSecond paragraph, also short.";
+//! let chunks = chunk::partition(text, params, &TokenCounter::cl100k());
+//! assert_eq!(chunks.len(), 2);
+//! assert_eq!(&text[chunks[1].byte_start..chunks[1].byte_end], "Second paragraph, also short.");
+//! ```
+#![warn(missing_docs)]
+
+pub mod chunk;
+pub mod config;
+pub mod error;
+pub mod failures;
+pub mod index;
+pub mod ingest;
+pub mod io;
+pub mod sql;
+pub mod stage;
+pub mod tokens;
+
+pub use error::{Error, Result};

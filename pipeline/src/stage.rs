@@ -1,0 +1,280 @@
+//! What every stage shares: the run context, progress reporting, metrics and the manifest, and
+//! the driver of per-document stages that work bucket by bucket.
+//!
+//! A per-document stage reads bucket b of its input table and writes bucket b of each output
+//! table. Every output part stores a fingerprint of (stage, stage version, stage config, input
+//! part fingerprint); a rerun skips a bucket whose outputs all carry the expected fingerprint and
+//! that recorded no failure, so an unchanged rerun does no work and changes no file, a changed
+//! document reruns its bucket only, and failed units are retried.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
+use flexstruct_schemas::Table;
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::failures::{self, Failure};
+use crate::index::{Index, Shard, sha256_hex};
+use crate::io::{part_fingerprint, part_row_count, read_part, remove_part, write_part};
+
+/// Receives progress of a stage (the binaries draw a progress bar; the library never prints).
+pub trait Progress: Sync {
+    /// The stage has `total` units of work (documents) in front of it.
+    fn start(&self, total: u64);
+    /// `n` more units are done.
+    fn advance(&self, n: u64);
+}
+
+/// Progress that goes nowhere.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn start(&self, _total: u64) {}
+    fn advance(&self, _n: u64) {}
+}
+
+/// Everything a stage run needs besides its own inputs.
+pub struct RunContext<'a> {
+    /// The index folder.
+    pub index: Index,
+    /// The loaded configuration.
+    pub config: Config,
+    /// Which documents this run owns.
+    pub shard: Shard,
+    /// Where progress goes.
+    pub progress: &'a dyn Progress,
+}
+
+impl std::fmt::Debug for RunContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunContext")
+            .field("index", &self.index)
+            .field("shard", &self.shard)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a stage run did; written to the manifest and printed by the binaries.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct StageMetrics {
+    /// Stage name.
+    pub stage: String,
+    /// Shard, as K/N.
+    pub shard: String,
+    /// Inputs read (tables or paths).
+    pub inputs: Vec<String>,
+    /// Input rows the stage is responsible for (e.g. documents of the shard).
+    pub rows_in: u64,
+    /// Output rows of the shard after the run (written or kept).
+    pub rows_out: u64,
+    /// Units (documents) processed in this run.
+    pub units_done: u64,
+    /// Units skipped because their outputs were up to date.
+    pub units_skipped: u64,
+    /// Units that ended as rows in `failures`.
+    pub units_failed: u64,
+    /// Units whose input disappeared and whose outputs were removed.
+    pub units_removed: u64,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+    /// Per-stage figures (e.g. chunk statistics).
+    pub details: serde_json::Map<String, serde_json::Value>,
+    /// The failures of this run, for the binaries to report (not repeated in the manifest).
+    #[serde(skip)]
+    pub failures: Vec<Failure>,
+}
+
+/// Stable fingerprint of a list of strings.
+pub fn fingerprint(parts: &[&str]) -> String {
+    sha256_hex(parts.join("\u{0}").as_bytes())
+}
+
+/// Fingerprint of a serialisable config section.
+pub fn config_fingerprint(section: &impl Serialize) -> Result<String> {
+    Ok(sha256_hex(&serde_json::to_vec(section)?))
+}
+
+/// What processing one bucket produced.
+#[derive(Debug, Default)]
+pub struct BucketOutput {
+    /// Rows per output table (in the stage's output order).
+    pub tables: Vec<Vec<RecordBatch>>,
+    /// Units that failed.
+    pub failures: Vec<Failure>,
+}
+
+/// Declaration of a per-document stage for [`run_buckets`].
+#[derive(Debug, Clone)]
+pub struct BucketStage {
+    /// Stage name (manifest, failures).
+    pub name: &'static str,
+    /// Bump when the stage's output for the same input and config changes.
+    pub version: &'static str,
+    /// Fingerprint of the stage's config section.
+    pub config_fingerprint: String,
+    /// Input table (one part per bucket).
+    pub input: Table,
+    /// Output tables, in the order of [`BucketOutput::tables`].
+    pub outputs: Vec<Table>,
+}
+
+enum BucketResult {
+    Skipped { units: u64, rows_out: u64 },
+    Done { units: u64, rows_out: u64, failures: Vec<Failure> },
+    Removed,
+    Empty,
+}
+
+/// Runs a per-document stage over the buckets of the context's shard, in parallel.
+/// `process` gets the rows of one input bucket and returns the rows of each output table.
+pub fn run_buckets<F>(ctx: &RunContext<'_>, stage: &BucketStage, process: F) -> Result<StageMetrics>
+where
+    F: Fn(&[RecordBatch]) -> Result<BucketOutput> + Sync,
+{
+    let started = Instant::now();
+    ctx.index.check_shard(ctx.shard)?;
+    let buckets: Vec<u32> = ctx.index.shard_buckets(ctx.shard).collect();
+    let total_units: u64 = buckets
+        .iter()
+        .map(|&b| part_row_count(&ctx.index.bucket_path(stage.input, b)))
+        .sum::<Result<u64>>()?;
+    ctx.progress.start(total_units);
+    let failed_units = AtomicU64::new(0);
+
+    let results: Vec<BucketResult> = buckets
+        .par_iter()
+        .map(|&bucket| {
+            let result = run_bucket(ctx, stage, bucket, &process)?;
+            match &result {
+                BucketResult::Skipped { units, .. } | BucketResult::Done { units, .. } => {
+                    ctx.progress.advance(*units)
+                }
+                BucketResult::Removed | BucketResult::Empty => {}
+            }
+            if let BucketResult::Done { failures, .. } = &result {
+                failed_units.fetch_add(failures.len() as u64, Ordering::Relaxed);
+            }
+            Ok(result)
+        })
+        .collect::<Result<_>>()?;
+
+    let mut metrics = StageMetrics {
+        stage: stage.name.to_owned(),
+        shard: ctx.shard.to_string(),
+        inputs: vec![stage.input.dir().to_owned()],
+        rows_in: total_units,
+        units_failed: failed_units.into_inner(),
+        ..StageMetrics::default()
+    };
+    for result in results {
+        match result {
+            BucketResult::Skipped { units, rows_out } => {
+                metrics.units_skipped += units;
+                metrics.rows_out += rows_out;
+            }
+            BucketResult::Done { units, rows_out, failures } => {
+                metrics.units_done += units;
+                metrics.rows_out += rows_out;
+                metrics.failures.extend(failures);
+            }
+            BucketResult::Removed => metrics.units_removed += 1,
+            BucketResult::Empty => {}
+        }
+    }
+    metrics.seconds = started.elapsed().as_secs_f64();
+    Ok(metrics)
+}
+
+fn run_bucket<F>(ctx: &RunContext<'_>, stage: &BucketStage, bucket: u32, process: &F) -> Result<BucketResult>
+where
+    F: Fn(&[RecordBatch]) -> Result<BucketOutput>,
+{
+    let index = &ctx.index;
+    let input = index.bucket_path(stage.input, bucket);
+    let outputs: Vec<PathBuf> = stage.outputs.iter().map(|&t| index.bucket_path(t, bucket)).collect();
+    let scope = format!("{bucket:04}");
+    let Some(input_fp) = part_fingerprint(&input, stage.input)? else {
+        // The documents of this bucket are gone: so are their outputs.
+        let mut removed = false;
+        for path in &outputs {
+            removed |= path.exists();
+            remove_part(path)?;
+        }
+        failures::replace(index, stage.name, &scope, &[])?;
+        return Ok(if removed { BucketResult::Removed } else { BucketResult::Empty });
+    };
+    let expected = fingerprint(&[stage.name, stage.version, &stage.config_fingerprint, &input_fp]);
+    let units = part_row_count(&input)?;
+
+    // Up to date: no failure to retry and every output computed from exactly this input.
+    let mut up_to_date = !failures::any(index, stage.name, &scope);
+    for (path, &table) in outputs.iter().zip(&stage.outputs) {
+        up_to_date = up_to_date && part_fingerprint(path, table)?.as_deref() == Some(expected.as_str());
+    }
+    if up_to_date {
+        let rows_out = outputs.first().map_or(Ok(0), |p| part_row_count(p))?;
+        return Ok(BucketResult::Skipped { units, rows_out });
+    }
+
+    let rows = read_part(&input, stage.input)?;
+    let output = process(&rows)?;
+    if output.tables.len() != stage.outputs.len() {
+        return Err(Error::Internal(format!(
+            "stage {} returned {} tables, declared {}",
+            stage.name,
+            output.tables.len(),
+            stage.outputs.len()
+        )));
+    }
+    for ((path, &table), batches) in outputs.iter().zip(&stage.outputs).zip(&output.tables) {
+        write_part(path, table, &expected, batches)?;
+    }
+    let rows_out = output.tables.first().map_or(0, |b| crate::io::row_count(b) as u64);
+    failures::replace(index, stage.name, &scope, &output.failures)?;
+    Ok(BucketResult::Done { units, rows_out, failures: output.failures })
+}
+
+/// Appends a run record to the index's `manifest` table (one part file per run, so concurrent
+/// shard jobs never write the same file).
+pub fn record_run(index: &Index, metrics: &StageMetrics, config: &Config) -> Result<()> {
+    let started_at = chrono::Utc::now() - chrono::Duration::milliseconds((metrics.seconds * 1000.0) as i64);
+    let run_id = format!(
+        "{}-{}-{}-{}",
+        started_at.format("%Y%m%dT%H%M%S%.3fZ"),
+        metrics.stage,
+        metrics.shard.replace('/', "of"),
+        std::process::id()
+    );
+    let status = if metrics.units_failed > 0 { "partial" } else { "ok" };
+    let details = serde_json::Value::Object(metrics.details.clone());
+    let inputs = serde_json::json!({ "inputs": metrics.inputs, "details": details, "units_removed": metrics.units_removed });
+    let str_col = |v: &str| Arc::new(StringArray::from(vec![v])) as _;
+    let int_col = |v: u64| Arc::new(Int64Array::from(vec![v as i64])) as _;
+    let batch = RecordBatch::try_new(
+        Table::Manifest.schema(),
+        vec![
+            str_col(&run_id),
+            str_col(&metrics.stage),
+            str_col(&metrics.shard),
+            str_col(&started_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
+            Arc::new(Float64Array::from(vec![metrics.seconds])),
+            str_col(&inputs.to_string()),
+            str_col(&serde_json::to_string(config)?),
+            int_col(metrics.rows_in),
+            int_col(metrics.rows_out),
+            int_col(metrics.units_done),
+            int_col(metrics.units_skipped),
+            int_col(metrics.units_failed),
+            str_col(status),
+        ],
+    )?;
+    let path = index.table_dir(Table::Manifest).join(format!("part-{run_id}.parquet"));
+    write_part(&path, Table::Manifest, &run_id, &[batch])
+}

@@ -1,0 +1,153 @@
+//! Glue shared by the stage binaries: common flags, the progress bar, the run summary and
+//! exit codes. All logic lives in `flexstruct-pipeline`.
+//!
+//! Exit codes of every stage binary:
+//! - `0`: done, nothing failed;
+//! - `1`: done, but some units failed (each is a row in the `failures` table and is retried by
+//!   the next run);
+//! - `2`: nothing was done: bad flags, bad configuration, unusable index or input.
+#![warn(missing_docs)]
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use flexstruct_pipeline::config::Config;
+use flexstruct_pipeline::index::{Index, Shard};
+use flexstruct_pipeline::stage::{Progress, RunContext, StageMetrics, record_run};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Flags every stage binary takes; each has an environment twin.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CommonArgs {
+    /// Index folder (created by ingest; other stages need it to exist).
+    #[arg(long, env = "FLEXSTRUCT_INDEX", value_name = "DIR")]
+    pub index: PathBuf,
+    /// Pipeline configuration (TOML); `FLEXSTRUCT_<SECTION>__<KEY>` variables override it.
+    #[arg(long, env = "FLEXSTRUCT_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Process only the documents whose stable hash mod N is K (N must divide the index's
+    /// bucket count); shards can run as separate jobs.
+    #[arg(long, env = "FLEXSTRUCT_SHARD", value_name = "K/N", default_value = "0/1")]
+    pub shard: Shard,
+    /// No progress bar and no summary (failures and errors are still reported).
+    #[arg(long, short, env = "FLEXSTRUCT_QUIET")]
+    pub quiet: bool,
+}
+
+/// Outcome of a binary's work, mapped to an exit code by [`exit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Everything completed.
+    Ok,
+    /// Completed, but some units failed and were recorded.
+    Partial,
+}
+
+/// Runs a binary's body and turns its result into the documented exit code.
+pub fn exit(result: anyhow::Result<Outcome>) -> ExitCode {
+    match result {
+        Ok(Outcome::Ok) => ExitCode::SUCCESS,
+        Ok(Outcome::Partial) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// An indicatif progress bar on stderr (drawn only on a terminal, and not with `--quiet`).
+#[derive(Debug)]
+pub struct Bar(ProgressBar);
+
+impl Bar {
+    /// A bar for `stage`.
+    pub fn new(stage: &str, quiet: bool) -> Bar {
+        let target = if quiet || !std::io::stderr().is_terminal() {
+            ProgressDrawTarget::hidden()
+        } else {
+            ProgressDrawTarget::stderr()
+        };
+        let bar = ProgressBar::with_draw_target(None, target);
+        let style = ProgressStyle::with_template(
+            "{prefix:>10} [{elapsed_precise}] {wide_bar} {pos}/{len} documents (ETA {eta})",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+        bar.set_style(style);
+        bar.set_prefix(stage.to_owned());
+        bar.enable_steady_tick(Duration::from_millis(200));
+        Bar(bar)
+    }
+
+    /// Removes the bar from the terminal.
+    pub fn finish(&self) {
+        self.0.finish_and_clear();
+    }
+}
+
+impl Progress for Bar {
+    fn start(&self, total: u64) {
+        self.0.set_length(total);
+    }
+    fn advance(&self, n: u64) {
+        self.0.inc(n);
+    }
+}
+
+/// Loads the configuration and opens (or, for ingest, creates) the index.
+pub fn open(args: &CommonArgs, create: bool) -> anyhow::Result<(Config, Index)> {
+    let config = Config::load(args.config.as_deref())?;
+    let index = if create {
+        Index::open_or_create(&args.index, config.index.buckets)?
+    } else {
+        Index::open(&args.index)?
+    };
+    Ok((config, index))
+}
+
+/// Runs a stage body with a progress bar, records the run in the manifest, reports failures and
+/// the summary on stderr, and returns the outcome.
+pub fn run_stage(
+    name: &str,
+    args: &CommonArgs,
+    create_index: bool,
+    body: impl FnOnce(&RunContext<'_>) -> flexstruct_pipeline::Result<StageMetrics>,
+) -> anyhow::Result<Outcome> {
+    let (config, index) = open(args, create_index)?;
+    let bar = Bar::new(name, args.quiet);
+    let ctx = RunContext { index, config, shard: args.shard, progress: &bar };
+    let metrics = body(&ctx);
+    bar.finish();
+    let metrics = metrics?;
+    record_run(&ctx.index, &metrics, &ctx.config)?;
+    report(&metrics, args.quiet);
+    Ok(if metrics.units_failed > 0 { Outcome::Partial } else { Outcome::Ok })
+}
+
+/// Most failures listed on stderr; the rest are in the `failures` table.
+const MAX_FAILURES_SHOWN: usize = 20;
+
+fn report(m: &StageMetrics, quiet: bool) {
+    for f in m.failures.iter().take(MAX_FAILURES_SHOWN) {
+        eprintln!("{}: failed: {f}", m.stage);
+    }
+    if m.failures.len() > MAX_FAILURES_SHOWN {
+        eprintln!(
+            "{}: … and {} more failures (see the failures table)",
+            m.stage,
+            m.failures.len() - MAX_FAILURES_SHOWN
+        );
+    }
+    if quiet {
+        return;
+    }
+    let shard = if m.shard == "0/1" { String::new() } else { format!(" [shard {}]", m.shard) };
+    eprintln!(
+        "{}{shard}: {} in → {} rows out; {} done, {} up to date, {} failed, {} removed; {:.2} s",
+        m.stage, m.rows_in, m.rows_out, m.units_done, m.units_skipped, m.units_failed, m.units_removed, m.seconds
+    );
+    for (k, v) in &m.details {
+        eprintln!("{}:   {k}: {v}", m.stage);
+    }
+}

@@ -133,6 +133,7 @@ impl Config {
 }
 
 #[cfg(test)]
+#[allow(clippy::result_large_err)] // figment's test jail returns figment::Error
 mod tests {
     use super::*;
 

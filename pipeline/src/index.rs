@@ -146,7 +146,7 @@ impl Index {
 
     /// Checks that `shard` can run on this index (its N divides the bucket count).
     pub fn check_shard(&self, shard: Shard) -> Result<()> {
-        if self.settings.buckets % shard.count != 0 {
+        if !self.settings.buckets.is_multiple_of(shard.count) {
             return Err(Error::Config(format!(
                 "--shard {shard}: the shard count must divide the index's bucket count ({}) so \
                  that every bucket belongs to exactly one shard",

@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use flexstruct_pipeline::{chunk, tokens::TokenCounter};
-//! let params = chunk::ChunkParams { ct_min: 5, ct_max: 12 };
+//! let params = chunk::ChunkParams { ct_min: 3, ct_max: 8 };
 //! let text = "First paragraph, rather short.\n\nSecond paragraph, also short.";
 //! let chunks = chunk::partition(text, params, &TokenCounter::cl100k());
 //! assert_eq!(chunks.len(), 2);

@@ -174,7 +174,7 @@ fn displayable(batch: &RecordBatch, max_width: Option<usize>) -> Result<RecordBa
     for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
         let nested = field.data_type().is_nested();
         let is_text = matches!(field.data_type(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
-        if !nested && !(is_text && max_width.is_some()) {
+        if !(nested || is_text && max_width.is_some()) {
             fields.push(field.as_ref().clone());
             columns.push(column.clone());
             continue;

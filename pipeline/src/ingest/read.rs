@@ -449,4 +449,64 @@ mod tests {
         let err = read_corpus(Path::new("/nonexistent/corpus.jsonl"), 10).unwrap_err();
         assert!(err.to_string().contains("/nonexistent/corpus.jsonl"), "{err}");
     }
+
+    #[test]
+    fn parquet_rows_are_read_with_ids_titles_and_row_numbers() {
+        use arrow::array::Int64Array;
+        use arrow::datatypes::{Field, Schema};
+        use std::sync::Arc;
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("doc_id", DataType::Int64, true),
+            Field::new("title", DataType::Utf8, true),
+            Field::new("text", DataType::LargeUtf8, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Int64Array::from(vec![Some(10), None, Some(12)])),
+                Arc::new(StringArray::from(vec![Some("Ten"), None, None])),
+                Arc::new(arrow::array::LargeStringArray::from(vec![Some("ten text"), Some("no id"), None])),
+            ],
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.parquet");
+        let mut writer = parquet::arrow::ArrowWriter::try_new(File::create(&path).unwrap(), schema, None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let out = read_corpus(&path, 1 << 20).unwrap();
+        assert_eq!(out.docs.len(), 2);
+        assert_eq!(out.docs[0].doc_id.as_deref(), Some("10"));
+        assert_eq!(out.docs[0].title.as_deref(), Some("Ten"));
+        assert_eq!(out.docs[1].doc_id, None);
+        assert_eq!(out.docs[1].source, "c.parquet row 2");
+        let f = only_failure(&out);
+        assert_eq!((f.unit.as_str(), f.kind, f.doc_id.as_deref()), ("c.parquet row 3", FailureKind::MissingText, Some("12")));
+
+        // A Parquet file without a text column, and a file that is not Parquet at all.
+        let out = read_bytes("x.parquet", b"PAR1 not really");
+        assert_eq!(only_failure(&out).kind, FailureKind::Unreadable);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn unreadable_files_in_a_folder_are_failures() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ok.txt"), "fine").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("missing-target.txt"), dir.path().join("gone.txt")).unwrap();
+        let out = read_corpus(dir.path(), 1 << 20).unwrap();
+        assert_eq!(out.docs.len(), 1);
+        let f = only_failure(&out);
+        assert_eq!((f.unit.as_str(), f.kind), ("gone.txt", FailureKind::Unreadable));
+        assert!(f.message.starts_with("gone.txt: cannot be read:"), "{}", f.message);
+    }
+
+    #[test]
+    fn oversized_documents_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.txt");
+        std::fs::write(&path, "x".repeat(100)).unwrap();
+        let out = read_corpus(&path, 10).unwrap();
+        assert_eq!(only_failure(&out).kind, FailureKind::TooLarge);
+    }
 }

@@ -1,4 +1,5 @@
 //! Runs the real stage binaries on small corpora in temporary folders.
+#![allow(clippy::unwrap_used)]
 
 mod util;
 

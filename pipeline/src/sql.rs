@@ -143,27 +143,23 @@ pub fn format_batches(batches: &[RecordBatch], format: OutputFormat, max_width: 
             String::from_utf8(out).map_err(|e| Error::Internal(e.to_string()))
         }
         OutputFormat::Json => {
-            let mut writer = arrow::json::WriterBuilder::new()
-                .with_explicit_nulls(true)
-                .build::<_, arrow::json::writer::JsonArray>(Vec::new());
-            writer.write_batches(&batches.iter().collect::<Vec<_>>())?;
-            writer.finish()?;
-            let mut out = String::from_utf8(writer.into_inner()).map_err(|e| Error::Internal(e.to_string()))?;
+            let mut out = json::<arrow::json::writer::JsonArray>(batches)?;
             if out.is_empty() {
                 out.push_str("[]");
             }
             out.push('\n');
             Ok(out)
         }
-        OutputFormat::JsonLines => {
-            let mut writer = arrow::json::WriterBuilder::new()
-                .with_explicit_nulls(true)
-                .build::<_, arrow::json::writer::LineDelimited>(Vec::new());
-            writer.write_batches(&batches.iter().collect::<Vec<_>>())?;
-            writer.finish()?;
-            String::from_utf8(writer.into_inner()).map_err(|e| Error::Internal(e.to_string()))
-        }
+        OutputFormat::JsonLines => json::<arrow::json::writer::LineDelimited>(batches),
     }
+}
+
+/// Batches as JSON in layout `F` (array or lines), nulls written out.
+fn json<F: arrow::json::writer::JsonFormat>(batches: &[RecordBatch]) -> Result<String> {
+    let mut writer = arrow::json::WriterBuilder::new().with_explicit_nulls(true).build::<_, F>(Vec::new());
+    writer.write_batches(&batches.iter().collect::<Vec<_>>())?;
+    writer.finish()?;
+    String::from_utf8(writer.into_inner()).map_err(|e| Error::Internal(e.to_string()))
 }
 
 /// Turns nested columns (lists, vectors, structs) into their display strings, which CSV and the

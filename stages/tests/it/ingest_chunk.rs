@@ -1,7 +1,7 @@
 //! ingest + chunk through the real binaries: bad inputs, idempotence, updates, pruning, shards,
 //! crash safety.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::util::*;
@@ -12,6 +12,16 @@ fn paragraph(seed: usize, words: usize) -> String {
 
 fn long_doc(seed: usize, paragraphs: usize) -> String {
     (0..paragraphs).map(|p| paragraph(seed * 100 + p, 15 + (p * 7) % 30)).collect::<Vec<_>>().join("\n\n")
+}
+
+/// A JSON-lines corpus of `docs` documents `d0`, `d1`, … of `paragraphs` paragraphs each.
+fn jsonl_corpus(dir: &Path, docs: usize, paragraphs: usize) -> PathBuf {
+    let lines: String = (0..docs)
+        .map(|i| serde_json::json!({"doc_id": format!("d{i}"), "text": long_doc(i, paragraphs)}).to_string() + "\n")
+        .collect();
+    let corpus = dir.join("corpus.jsonl");
+    std::fs::write(&corpus, lines).unwrap();
+    corpus
 }
 
 /// A folder corpus with one file of every kind of bad input next to good ones.
@@ -37,14 +47,20 @@ fn messy_corpus(dir: &Path) {
     );
 }
 
+/// The messy corpus ingested and chunked: (corpus, index, config, ingest run, chunk run).
+fn messy_index(dir: &Path) -> (PathBuf, PathBuf, PathBuf, Run, Run) {
+    let corpus = dir.join("corpus");
+    messy_corpus(&corpus);
+    let index = dir.join("index");
+    let config = small_chunks_config(dir);
+    let (ingest, chunk) = ingest_chunk(&index, &corpus, Some(&config));
+    (corpus, index, config, ingest, chunk)
+}
+
 #[test]
 fn bad_inputs_are_named_recorded_and_good_documents_go_through() {
     let tmp = tempfile::tempdir().unwrap();
-    let corpus = tmp.path().join("corpus");
-    messy_corpus(&corpus);
-    let index = tmp.path().join("index");
-    let config = small_chunks_config(tmp.path());
-    let (ingest, chunk) = ingest_chunk(&index, &corpus, Some(&config));
+    let (_, index, _, ingest, chunk) = messy_index(tmp.path());
 
     assert_eq!(ingest.code, 1, "ingest must report failures: {}", ingest.stderr);
     for expected in [
@@ -101,11 +117,7 @@ fn bad_inputs_are_named_recorded_and_good_documents_go_through() {
 #[test]
 fn rerun_does_no_work_and_changes_nothing_then_a_fix_is_picked_up() {
     let tmp = tempfile::tempdir().unwrap();
-    let corpus = tmp.path().join("corpus");
-    messy_corpus(&corpus);
-    let index = tmp.path().join("index");
-    let config = small_chunks_config(tmp.path());
-    ingest_chunk(&index, &corpus, Some(&config));
+    let (corpus, index, config, _, _) = messy_index(tmp.path());
     let before = data_files(&index);
 
     let args = ["--index", index.to_str().unwrap(), "--config", config.to_str().unwrap()];
@@ -166,11 +178,7 @@ fn prune_removes_documents_and_their_chunks() {
 #[test]
 fn shards_partition_the_work_and_add_up_to_a_full_run() {
     let tmp = tempfile::tempdir().unwrap();
-    let lines: String = (0..40)
-        .map(|i| serde_json::json!({"doc_id": format!("d{i}"), "text": long_doc(i, 3)}).to_string() + "\n")
-        .collect();
-    let corpus = tmp.path().join("corpus.jsonl");
-    std::fs::write(&corpus, lines).unwrap();
+    let corpus = jsonl_corpus(tmp.path(), 40, 3);
     let config = small_chunks_config(tmp.path());
 
     let full = tmp.path().join("full");
@@ -194,11 +202,7 @@ fn shards_partition_the_work_and_add_up_to_a_full_run() {
 #[test]
 fn a_killed_chunk_run_leaves_whole_tables_and_a_rerun_finishes_the_job() {
     let tmp = tempfile::tempdir().unwrap();
-    let lines: String = (0..300)
-        .map(|i| serde_json::json!({"doc_id": format!("d{i}"), "text": long_doc(i, 40)}).to_string() + "\n")
-        .collect();
-    let corpus = tmp.path().join("corpus.jsonl");
-    std::fs::write(&corpus, lines).unwrap();
+    let corpus = jsonl_corpus(tmp.path(), 300, 40);
     let reference = tmp.path().join("reference");
     ingest_chunk(&reference, &corpus, None);
 

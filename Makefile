@@ -15,7 +15,7 @@ FORMAT  ?= table
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help build demo test bench ingest chunk index sql clean
+.PHONY: help build demo test bench ingest chunk extract hypergraph graph index sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -34,18 +34,30 @@ demo: build ## Run every stage on the bundled sample corpus and print a SQL summ
 	          max(c.n_tokens) AS max_tokens, sum(c.n_tokens) AS tokens \
 	   FROM documents d LEFT JOIN chunks c USING (doc_id) GROUP BY d.doc_id, d.title, d.n_chars ORDER BY d.title"
 	@echo ""
+	@echo "== knowledge structures per document =="
+	@$(BIN)/flexstruct-sql --index data/indexes/sample \
+	  "SELECT d.title, \
+	          (SELECT count(*) FROM items i WHERE i.doc_id = d.doc_id) AS items, \
+	          (SELECT count(*) FROM entities e WHERE e.doc_id = d.doc_id) AS entities, \
+	          (SELECT count(*) FROM edges g WHERE g.doc_id = d.doc_id) AS edges \
+	   FROM documents d ORDER BY d.title"
+	@echo ""
+	@echo "== best-connected entities =="
+	@$(BIN)/flexstruct-sql --index data/indexes/sample --max-width 50 \
+	  "SELECT name, hyperdegree, aliases, summary FROM entities ORDER BY hyperdegree DESC, name LIMIT 8"
+	@echo ""
 	@echo "== stage runs (manifest) =="
 	@$(BIN)/flexstruct-sql --index data/indexes/sample \
 	  "SELECT stage, rows_in, rows_out, units_done, units_skipped, units_failed, round(seconds, 3) AS seconds \
-	   FROM manifest ORDER BY started_at DESC LIMIT 4"
+	   FROM manifest ORDER BY started_at DESC LIMIT 5"
 	@echo ""
 	@echo "Inspect further with: make sql Q=\"SELECT * FROM chunks LIMIT 5\""
 
 test: ## Build and run the whole test suite
 	$(CARGO) test --workspace
 
-bench: build ## Time ingest + chunk of QA=<folder with corpus.jsonl> into a fresh index (wall time, peak memory)
-	scripts/bench-ingest-chunk.sh $(QA)/corpus.jsonl
+bench: build ## Time every stage on QA=<folder with corpus.jsonl> in a fresh index (wall time, peak memory, statistics)
+	scripts/bench.sh $(QA)/corpus.jsonl
 
 ingest: build ## Read CORPUS=<file or folder> into INDEX=<folder>
 	$(BIN)/flexstruct-ingest $(STAGE_FLAGS) --corpus $(CORPUS)
@@ -53,9 +65,21 @@ ingest: build ## Read CORPUS=<file or folder> into INDEX=<folder>
 chunk: build ## Dynamic-partition the documents of INDEX into chunks
 	$(BIN)/flexstruct-chunk $(STAGE_FLAGS)
 
-index: ## Run every stage that exists so far (ingest, chunk) on CORPUS into INDEX
+extract: build ## Extract items from the chunks of INDEX (sliding window; rules backend offline)
+	$(BIN)/flexstruct-extract $(STAGE_FLAGS)
+
+hypergraph: build ## Build hyperedges, entities and summaries of INDEX from its items
+	$(BIN)/flexstruct-hypergraph $(STAGE_FLAGS)
+
+graph: build ## Build binary edges around anchor entities of INDEX
+	$(BIN)/flexstruct-graph $(STAGE_FLAGS)
+
+index: ## Run every stage that exists so far on CORPUS into INDEX
 	$(MAKE) --no-print-directory ingest
 	$(MAKE) --no-print-directory chunk
+	$(MAKE) --no-print-directory extract
+	$(MAKE) --no-print-directory hypergraph
+	$(MAKE) --no-print-directory graph
 
 sql: build ## Run Q="<SQL>" over INDEX (FORMAT=table|csv|json|jsonl)
 	@$(BIN)/flexstruct-sql --index $(INDEX) --format $(FORMAT) "$(Q)"

@@ -36,6 +36,12 @@ pub struct Config {
     pub ingest: IngestConfig,
     /// The chunk stage.
     pub chunk: ChunkConfig,
+    /// The extract stage.
+    pub extract: ExtractConfig,
+    /// The hypergraph stage.
+    pub hypergraph: HypergraphConfig,
+    /// The graph stage.
+    pub graph: GraphConfig,
 }
 
 /// Settings of the index folder.
@@ -86,6 +92,66 @@ impl Default for ChunkConfig {
     }
 }
 
+/// Extraction backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// The offline, deterministic rules extractor.
+    Rules,
+}
+
+/// The extract stage (truncated sliding-window extraction, paper §3.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExtractConfig {
+    /// Which extractor turns chunks into items.
+    pub backend: Backend,
+    /// `false` extracts every chunk without its preceding chunks (the paper's "w/o SW").
+    pub window: bool,
+    /// Maximum window size g_max, the target chunk included.
+    pub g_max: usize,
+    /// Overlap g_overlap between consecutive windows.
+    pub g_overlap: usize,
+}
+
+impl Default for ExtractConfig {
+    fn default() -> Self {
+        ExtractConfig { backend: Backend::Rules, window: true, g_max: 3, g_overlap: 2 }
+    }
+}
+
+/// The hypergraph stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HypergraphConfig {
+    /// τ_s: entities with a larger hyperdegree get a condensed summary (by the LLM when one is
+    /// configured; the rules backend keeps their first τ_s hyperedge texts), the others the
+    /// concatenation of all their hyperedge texts.
+    pub tau_s: usize,
+}
+
+impl Default for HypergraphConfig {
+    fn default() -> Self {
+        HypergraphConfig { tau_s: 9 }
+    }
+}
+
+/// The graph stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GraphConfig {
+    /// τ_e: entities with a larger hyperdegree are anchors whose pairwise relations are extracted.
+    pub tau_e: usize,
+    /// Rules backend: longest connecting phrase (in words) between two entities that makes an edge.
+    pub max_connector_words: usize,
+}
+
+impl Default for GraphConfig {
+    fn default() -> Self {
+        GraphConfig { tau_e: 3, max_connector_words: 12 }
+    }
+}
+
 impl Config {
     /// Loads defaults, then `file` (if given), then `FLEXSTRUCT_<SECTION>__<KEY>` variables.
     pub fn load(file: Option<&Path>) -> Result<Config> {
@@ -121,6 +187,13 @@ impl Config {
             return Err(Error::Config(format!(
                 "chunk.tokenizer `{}` is not supported (supported: cl100k_base)",
                 c.tokenizer
+            )));
+        }
+        let e = &self.extract;
+        if e.g_max == 0 || e.g_overlap >= e.g_max {
+            return Err(Error::Config(format!(
+                "extract.g_overlap ({}) must be smaller than extract.g_max ({}), and g_max at least 1",
+                e.g_overlap, e.g_max
             )));
         }
         if self.ingest.max_document_bytes == 0 || self.ingest.max_document_bytes > i32::MAX as u64 {

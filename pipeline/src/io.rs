@@ -4,9 +4,11 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use arrow::array::{Array, RecordBatch, StringArray};
+use arrow::array::{Array, ListArray, ListBuilder, RecordBatch, StringArray, StringBuilder};
+use arrow::datatypes::{DataType, Field};
 use arrow::compute::{filter_record_batch, kernels::cmp::eq};
 use flexstruct_schemas::{Table, check_metadata, check_schema, col, meta, part_metadata};
 use parquet::arrow::ArrowWriter;
@@ -170,10 +172,27 @@ pub fn read_doc(index: &Index, table: Table, doc_id: &str) -> Result<Vec<RecordB
 
 /// A Utf8 column of a batch that passed the schema check.
 pub fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
+    typed(batch, name)
+}
+
+/// A column of a checked batch, downcast to its Arrow array type.
+pub fn typed<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T> {
     batch
         .column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-        .ok_or_else(|| Error::Internal(format!("column `{name}` is not a Utf8 column")))
+        .and_then(|c| c.as_any().downcast_ref::<T>())
+        .ok_or_else(|| Error::Internal(format!("column `{name}` has an unexpected type")))
+}
+
+/// A non-null list<utf8> column from lists of strings.
+pub fn string_lists<'a>(lists: impl Iterator<Item = &'a [String]>) -> ListArray {
+    let mut builder = ListBuilder::new(StringBuilder::new()).with_field(Arc::new(Field::new_list_field(DataType::Utf8, false)));
+    for list in lists {
+        for s in list {
+            builder.values().append_value(s);
+        }
+        builder.append(true);
+    }
+    builder.finish()
 }
 
 /// Number of rows of a set of batches.
@@ -190,7 +209,6 @@ pub fn opt_str(array: &StringArray, row: usize) -> Option<&str> {
 mod tests {
     use super::*;
     use arrow::array::{Int32Array, Int64Array};
-    use std::sync::Arc;
 
     fn chunk_batch(doc_ids: &[&str]) -> RecordBatch {
         let n = doc_ids.len();

@@ -8,8 +8,8 @@
 //!
 //! Every table is a folder of Parquet part files in an index folder ([`index`]); per-document
 //! stages work bucket by bucket ([`stage`]) so that reruns skip what is up to date and shards
-//! never write the same file. Stages present so far: [`ingest`], [`chunk`]; [`sql`] queries an
-//! index read-only.
+//! never write the same file. Stages present so far: [`ingest`], [`chunk`], [`extract`],
+//! [`hypergraph`], [`graph`]; [`sql`] queries an index read-only.
 //!
 //! ```
 //! use flexstruct_pipeline::{chunk, tokens::TokenCounter};
@@ -24,12 +24,16 @@
 pub mod chunk;
 pub mod config;
 pub mod error;
+pub mod extract;
 pub mod failures;
+pub mod graph;
+pub mod hypergraph;
 pub mod index;
 pub mod ingest;
 pub mod io;
 pub mod sql;
 pub mod stage;
+pub mod text;
 pub mod tokens;
 
 pub use error::{Error, Result};

@@ -119,8 +119,9 @@ pub struct BucketStage {
     pub version: &'static str,
     /// Fingerprint of the stage's config section.
     pub config_fingerprint: String,
-    /// Input table (one part per bucket).
-    pub input: Table,
+    /// Input tables (one part per bucket each). The rows of the first are the stage's units;
+    /// a bucket without a part of the first table has no work and its outputs are removed.
+    pub inputs: Vec<Table>,
     /// Output tables, in the order of [`BucketOutput::tables`].
     pub outputs: Vec<Table>,
 }
@@ -133,17 +134,18 @@ enum BucketResult {
 }
 
 /// Runs a per-document stage over the buckets of the context's shard, in parallel.
-/// `process` gets the rows of one input bucket and returns the rows of each output table.
+/// `process` gets the rows of one bucket of each input table (in the declared order) and
+/// returns the rows of each output table.
 pub fn run_buckets<F>(ctx: &RunContext<'_>, stage: &BucketStage, process: F) -> Result<StageMetrics>
 where
-    F: Fn(&[RecordBatch]) -> Result<BucketOutput> + Sync,
+    F: Fn(&[Vec<RecordBatch>]) -> Result<BucketOutput> + Sync,
 {
     let started = Instant::now();
     ctx.index.check_shard(ctx.shard)?;
     let buckets: Vec<u32> = ctx.index.shard_buckets(ctx.shard).collect();
     let total_units: u64 = buckets
         .iter()
-        .map(|&b| part_row_count(&ctx.index.bucket_path(stage.input, b)))
+        .map(|&b| part_row_count(&ctx.index.bucket_path(stage.inputs[0], b)))
         .sum::<Result<u64>>()?;
     ctx.progress.start(total_units);
     let failed_units = AtomicU64::new(0);
@@ -168,7 +170,7 @@ where
     let mut metrics = StageMetrics {
         stage: stage.name.to_owned(),
         shard: ctx.shard.to_string(),
-        inputs: vec![stage.input.dir().to_owned()],
+        inputs: stage.inputs.iter().map(|t| t.dir().to_owned()).collect(),
         rows_in: total_units,
         units_failed: failed_units.into_inner(),
         ..StageMetrics::default()
@@ -194,13 +196,13 @@ where
 
 fn run_bucket<F>(ctx: &RunContext<'_>, stage: &BucketStage, bucket: u32, process: &F) -> Result<BucketResult>
 where
-    F: Fn(&[RecordBatch]) -> Result<BucketOutput>,
+    F: Fn(&[Vec<RecordBatch>]) -> Result<BucketOutput>,
 {
     let index = &ctx.index;
-    let input = index.bucket_path(stage.input, bucket);
+    let inputs: Vec<PathBuf> = stage.inputs.iter().map(|&t| index.bucket_path(t, bucket)).collect();
     let outputs: Vec<PathBuf> = stage.outputs.iter().map(|&t| index.bucket_path(t, bucket)).collect();
     let scope = format!("{bucket:04}");
-    let Some(input_fp) = part_fingerprint(&input, stage.input)? else {
+    let Some(primary_fp) = part_fingerprint(&inputs[0], stage.inputs[0])? else {
         // The documents of this bucket are gone: so are their outputs.
         let mut removed = false;
         for path in &outputs {
@@ -210,8 +212,12 @@ where
         failures::replace(index, stage.name, &scope, &[])?;
         return Ok(if removed { BucketResult::Removed } else { BucketResult::Empty });
     };
-    let expected = fingerprint(&[stage.name, stage.version, &stage.config_fingerprint, &input_fp]);
-    let units = part_row_count(&input)?;
+    let mut parts = vec![stage.name.to_owned(), stage.version.to_owned(), stage.config_fingerprint.clone(), primary_fp];
+    for (path, &table) in inputs.iter().zip(&stage.inputs).skip(1) {
+        parts.push(part_fingerprint(path, table)?.unwrap_or_default());
+    }
+    let expected = fingerprint(&parts.iter().map(String::as_str).collect::<Vec<_>>());
+    let units = part_row_count(&inputs[0])?;
 
     // Up to date: no failure to retry and every output computed from exactly this input.
     let mut up_to_date = !failures::any(index, stage.name, &scope);
@@ -223,7 +229,10 @@ where
         return Ok(BucketResult::Skipped { units, rows_out });
     }
 
-    let rows = read_part(&input, stage.input)?;
+    let mut rows = Vec::with_capacity(inputs.len());
+    for (path, &table) in inputs.iter().zip(&stage.inputs) {
+        rows.push(if path.exists() { read_part(path, table)? } else { Vec::new() });
+    }
     let output = process(&rows)?;
     if output.tables.len() != stage.outputs.len() {
         return Err(Error::Internal(format!(

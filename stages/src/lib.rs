@@ -36,6 +36,30 @@ pub struct CommonArgs {
     pub quiet: bool,
 }
 
+/// Flags of a stage that reads and writes only index tables (every stage but ingest).
+#[derive(Debug, Clone, clap::Parser)]
+#[command(version, after_help = "Exit codes: 0 ok, 1 some units failed (see the failures table), 2 error.")]
+pub struct TableStageArgs {
+    /// Flags every stage takes.
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// The whole `main` of a table-to-table stage binary: parse the common flags (the help shows
+/// `about`), run the stage, map the outcome to the exit code.
+pub fn table_stage_main(
+    name: &str,
+    about: &'static str,
+    body: impl FnOnce(&RunContext<'_>) -> flexstruct_pipeline::Result<StageMetrics>,
+) -> ExitCode {
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = TableStageArgs::command().bin_name(format!("flexstruct-{name}")).about(about).get_matches();
+    match TableStageArgs::from_arg_matches(&matches) {
+        Ok(args) => exit(run_stage(name, &args.common, false, body)),
+        Err(e) => e.exit(),
+    }
+}
+
 /// Outcome of a binary's work, mapped to an exit code by [`exit`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {

@@ -18,7 +18,7 @@ use crate::tokens::TokenCounter;
 /// Stage name.
 pub const STAGE: &str = "chunk";
 /// Bumped whenever the same document and config would chunk differently.
-const VERSION: &str = "1";
+const VERSION: &str = "2";
 
 /// Runs the chunk stage over the context's shard.
 pub fn run(ctx: &RunContext<'_>) -> Result<StageMetrics> {
@@ -27,11 +27,11 @@ pub fn run(ctx: &RunContext<'_>) -> Result<StageMetrics> {
         name: STAGE,
         version: VERSION,
         config_fingerprint: config_fingerprint(&ctx.config.chunk)?,
-        input: Table::Documents,
+        inputs: vec![Table::Documents],
         outputs: vec![Table::Chunks],
     };
     let counter = TokenCounter::cl100k();
-    let mut metrics = run_buckets(ctx, &stage, |docs| chunk_bucket(docs, params, &counter))?;
+    let mut metrics = run_buckets(ctx, &stage, |inputs| chunk_bucket(&inputs[0], params, &counter))?;
     metrics.details.insert("ct_min".into(), params.ct_min.into());
     metrics.details.insert("ct_max".into(), params.ct_max.into());
     Ok(metrics)

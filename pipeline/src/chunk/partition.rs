@@ -8,6 +8,7 @@
 
 use std::ops::Range;
 
+use crate::text::{CharOffsets, sentence_ends, trim};
 use crate::tokens::TokenCounter;
 
 /// Token thresholds of dynamic partitioning.
@@ -145,46 +146,17 @@ fn push_units(
 fn split_at(text: &str, range: Range<usize>, level: Level) -> Vec<Range<usize>> {
     let s = &text[range.clone()];
     let mut cuts = vec![0];
-    let mut chars = s.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        let cut = match level {
-            Level::Sentences => {
-                if matches!(c, '.' | '!' | '?' | '…' | '。' | '！' | '？') {
-                    // Closing quotes and brackets stay with their sentence.
-                    let mut end = i + c.len_utf8();
-                    while let Some(&(j, q)) = chars.peek() {
-                        if matches!(q, '"' | '\'' | '”' | '’' | ')' | ']' | '»') || q == c {
-                            end = j + q.len_utf8();
-                            chars.next();
-                        } else {
-                            break;
-                        }
-                    }
-                    let followed_by_space = chars.peek().is_some_and(|&(_, n)| n.is_whitespace());
-                    followed_by_space.then_some(end)
-                } else {
-                    None
-                }
-            }
-            Level::Lines => (c == '\n').then_some(i + 1),
-            Level::Words => c.is_whitespace().then_some(i + c.len_utf8()),
-            Level::Tokens => None,
-        };
-        cuts.extend(cut);
+    match level {
+        Level::Sentences => cuts.extend(sentence_ends(s)),
+        Level::Lines => cuts.extend(s.match_indices('\n').map(|(i, _)| i + 1)),
+        Level::Words => cuts.extend(s.char_indices().filter(|(_, c)| c.is_whitespace()).map(|(i, c)| i + c.len_utf8())),
+        Level::Tokens => {}
     }
     cuts.push(s.len());
     cuts.windows(2)
-        .filter_map(|w| trim_range(s, w[0]..w[1]))
+        .filter_map(|w| trim(s, w[0]..w[1]))
         .map(|r| range.start + r.start..range.start + r.end)
         .collect()
-}
-
-/// `range` of `s` without leading and trailing whitespace, or None if nothing is left.
-fn trim_range(s: &str, range: Range<usize>) -> Option<Range<usize>> {
-    let piece = &s[range.clone()];
-    let start = range.start + (piece.len() - piece.trim_start().len());
-    let end = range.start + piece.trim_end().len();
-    (start < end).then_some(start..end)
 }
 
 /// Cuts `range` into runs of at most `ct_max` tokens at token boundaries that fall on character
@@ -218,7 +190,7 @@ fn split_tokens(
             unsplittable = true;
         }
         let piece = boundaries[start_token]..boundaries[end_token];
-        if let Some(r) = trim_range(s, piece) {
+        if let Some(r) = trim(s, piece) {
             let bytes = range.start + r.start..range.start + r.end;
             let tokens = counter.count(&text[bytes.clone()]);
             let unsplittable = unsplittable || tokens > params.ct_max;
@@ -330,14 +302,7 @@ fn to_chunks(
     counter: &TokenCounter,
 ) -> Vec<Chunk> {
     let mut chunks = Vec::with_capacity(groups.len());
-    // Code-point offsets, counted incrementally over the (increasing) byte offsets.
-    let mut char_pos = 0;
-    let mut byte_pos = 0;
-    let mut to_char = |byte: usize| {
-        char_pos += text[byte_pos..byte].chars().count();
-        byte_pos = byte;
-        char_pos
-    };
+    let mut offsets = CharOffsets::new(text);
     for group in groups {
         let first = &packed[group.start];
         let last = &packed[group.end - 1];
@@ -347,8 +312,8 @@ fn to_chunks(
         } else {
             counter.count(&text[bytes.clone()])
         };
-        let char_start = to_char(bytes.start);
-        let char_end = to_char(bytes.end);
+        let char_start = offsets.at(bytes.start);
+        let char_end = offsets.at(bytes.end);
         chunks.push(Chunk {
             char_start,
             char_end,

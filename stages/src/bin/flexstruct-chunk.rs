@@ -2,19 +2,9 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use flexstruct_pipeline::chunk;
-use flexstruct_stages::{CommonArgs, exit, run_stage};
-
-/// Splits every document into token-balanced chunks with exact character offsets.
-#[derive(Debug, Parser)]
-#[command(version, after_help = "Exit codes: 0 ok, 1 some documents failed (see the failures table), 2 error.")]
-struct Args {
-    #[command(flatten)]
-    common: CommonArgs,
-}
+use flexstruct_stages::table_stage_main;
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    exit(run_stage(chunk::STAGE, &args.common, false, chunk::run))
+    table_stage_main(chunk::STAGE, "Splits every document into token-balanced chunks with exact character offsets (dynamic partitioning).", chunk::run)
 }

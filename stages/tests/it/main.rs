@@ -3,5 +3,6 @@
 
 mod util;
 
+mod construct;
 mod ingest_chunk;
 mod sql;

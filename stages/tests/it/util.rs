@@ -26,6 +26,9 @@ pub fn bin(name: &str) -> PathBuf {
         "ingest" => env!("CARGO_BIN_EXE_flexstruct-ingest").into(),
         "chunk" => env!("CARGO_BIN_EXE_flexstruct-chunk").into(),
         "sql" => env!("CARGO_BIN_EXE_flexstruct-sql").into(),
+        "extract" => env!("CARGO_BIN_EXE_flexstruct-extract").into(),
+        "hypergraph" => env!("CARGO_BIN_EXE_flexstruct-hypergraph").into(),
+        "graph" => env!("CARGO_BIN_EXE_flexstruct-graph").into(),
         other => panic!("no binary {other}"),
     }
 }

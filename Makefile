@@ -56,8 +56,10 @@ demo: build ## Run every stage on the bundled sample corpus and print a SQL summ
 test: ## Build and run the whole test suite
 	$(CARGO) test --workspace
 
-bench: build ## Time every stage on QA=<folder with corpus.jsonl> in a fresh index (wall time, peak memory, statistics)
+bench: build ## Time every stage on QA=<folder with corpus.jsonl> (wall time, peak memory, statistics), then the LLM client's throughput
+	$(CARGO) build --examples -p flexstruct-pipeline
 	scripts/bench.sh $(QA)/corpus.jsonl
+	$(BIN)/examples/llm_throughput 20000 32
 
 ingest: build ## Read CORPUS=<file or folder> into INDEX=<folder>
 	$(BIN)/flexstruct-ingest $(STAGE_FLAGS) --corpus $(CORPUS)

@@ -18,6 +18,10 @@ end=$(date +%s.%N)
 echo "all stages: $(echo "$end - $start" | bc) s wall (including process start-up)"
 
 sql() { "$bin/flexstruct-sql" --index "$index" "$1"; }
+if [ -x "$bin/examples/prompt_cost" ]; then
+  echo "== prompt tokens an LLM extraction of this corpus would send =="
+  "$bin/examples/prompt_cost" "$index"
+fi
 echo "== chunks =="
 sql "SELECT count(DISTINCT doc_id) AS documents, count(*) AS chunks,
             round(count(*) * 1.0 / count(DISTINCT doc_id), 2) AS chunks_per_document,

@@ -42,6 +42,66 @@ pub struct Config {
     pub hypergraph: HypergraphConfig,
     /// The graph stage.
     pub graph: GraphConfig,
+    /// The LLM endpoint; absent means no LLM is configured (the rules backend runs).
+    pub llm: Option<LlmConfig>,
+}
+
+/// An OpenAI-compatible chat endpoint (OpenAI, DashScope, vLLM, Ollama, llama.cpp server, …).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LlmConfig {
+    /// Base URL up to and including `/v1`, e.g. `https://api.openai.com/v1`.
+    pub base_url: String,
+    /// Model name sent with every request.
+    pub model: String,
+    /// Name of the environment variable that holds the API key (the key itself is never in
+    /// the configuration, the cache, the tables, the logs or error messages). Empty: no key.
+    pub api_key_env: String,
+    /// Sampling temperature.
+    pub temperature: f32,
+    /// Most completion tokens per request.
+    pub max_tokens: u32,
+    /// Seconds before a request is abandoned (and retried).
+    pub timeout_secs: u64,
+    /// Most requests in flight at once.
+    pub max_concurrency: usize,
+    /// Retries after a 429, a 5xx, a timeout or a connection error.
+    pub max_retries: u32,
+    /// First backoff delay in milliseconds (doubled per retry, with jitter, unless the server
+    /// sends `Retry-After`).
+    pub backoff_initial_ms: u64,
+    /// Longest backoff delay in milliseconds.
+    pub backoff_max_ms: u64,
+    /// Requests per minute (0: unlimited).
+    pub requests_per_minute: u32,
+    /// Prompt + completion tokens per minute (0: unlimited).
+    pub tokens_per_minute: u32,
+    /// Prices in currency units per million prompt / completion tokens, for the cost counters
+    /// (0: not shown).
+    pub price_prompt_per_mtok: f64,
+    /// See `price_prompt_per_mtok`.
+    pub price_completion_per_mtok: f64,
+}
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        LlmConfig {
+            base_url: String::new(),
+            model: String::new(),
+            api_key_env: "OPENAI_API_KEY".into(),
+            temperature: 0.0,
+            max_tokens: 2048,
+            timeout_secs: 120,
+            max_concurrency: 8,
+            max_retries: 6,
+            backoff_initial_ms: 500,
+            backoff_max_ms: 60_000,
+            requests_per_minute: 0,
+            tokens_per_minute: 0,
+            price_prompt_per_mtok: 0.0,
+            price_completion_per_mtok: 0.0,
+        }
+    }
 }
 
 /// Settings of the index folder.
@@ -96,8 +156,12 @@ impl Default for ChunkConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
+    /// The LLM when `[llm]` is configured, else the rules extractor.
+    Auto,
     /// The offline, deterministic rules extractor.
     Rules,
+    /// The configured LLM (an error when `[llm]` is absent).
+    Llm,
 }
 
 /// The extract stage (truncated sliding-window extraction, paper §3.1).
@@ -116,7 +180,7 @@ pub struct ExtractConfig {
 
 impl Default for ExtractConfig {
     fn default() -> Self {
-        ExtractConfig { backend: Backend::Rules, window: true, g_max: 3, g_overlap: 2 }
+        ExtractConfig { backend: Backend::Auto, window: true, g_max: 3, g_overlap: 2 }
     }
 }
 
@@ -153,6 +217,15 @@ impl Default for GraphConfig {
 }
 
 impl Config {
+    /// Whether extraction, summaries and relations use the LLM.
+    pub fn uses_llm(&self) -> bool {
+        match self.extract.backend {
+            Backend::Rules => false,
+            Backend::Llm => true,
+            Backend::Auto => self.llm.is_some(),
+        }
+    }
+
     /// Loads defaults, then `file` (if given), then `FLEXSTRUCT_<SECTION>__<KEY>` variables.
     pub fn load(file: Option<&Path>) -> Result<Config> {
         let mut figment = Figment::from(Serialized::defaults(Config::default()));
@@ -195,6 +268,21 @@ impl Config {
                 "extract.g_overlap ({}) must be smaller than extract.g_max ({}), and g_max at least 1",
                 e.g_overlap, e.g_max
             )));
+        }
+        if let Some(llm) = &self.llm {
+            if llm.base_url.trim().is_empty() || llm.model.trim().is_empty() {
+                return Err(Error::Config("llm.base_url and llm.model must both be set when [llm] is given".into()));
+            }
+            if !(llm.base_url.starts_with("http://") || llm.base_url.starts_with("https://")) {
+                return Err(Error::Config(format!("llm.base_url `{}` must start with http:// or https://", llm.base_url)));
+            }
+            if llm.max_concurrency == 0 || llm.timeout_secs == 0 {
+                return Err(Error::Config("llm.max_concurrency and llm.timeout_secs must be at least 1".into()));
+            }
+        } else if self.extract.backend == Backend::Llm {
+            return Err(Error::Config(
+                "extract.backend = \"llm\" needs an [llm] section (base_url, model, api_key_env)".into(),
+            ));
         }
         if self.ingest.max_document_bytes == 0 || self.ingest.max_document_bytes > i32::MAX as u64 {
             return Err(Error::Config(

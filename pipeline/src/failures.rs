@@ -26,6 +26,8 @@ pub enum FailureKind {
     InvalidField,
     DuplicateId,
     UnsupportedFile,
+    LlmError,
+    Unparseable,
 }
 
 impl FailureKind {
@@ -42,8 +44,19 @@ impl FailureKind {
             FailureKind::InvalidField => "invalid_field",
             FailureKind::DuplicateId => "duplicate_id",
             FailureKind::UnsupportedFile => "unsupported_file",
+            FailureKind::LlmError => "llm_error",
+            FailureKind::Unparseable => "unparseable",
         }
     }
+}
+
+/// Why one unit (a chunk, an entity, an anchor) could not be processed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnitError {
+    /// Failure kind for the `failures` table.
+    pub kind: FailureKind,
+    /// Message for a person.
+    pub message: String,
 }
 
 /// One unit that did not complete.

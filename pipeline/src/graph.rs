@@ -14,7 +14,13 @@ use arrow::array::{Array, ListArray, RecordBatch, StringArray};
 use flexstruct_schemas::{Table, col};
 use rayon::prelude::*;
 
+use crate::config::GraphConfig;
 use crate::error::Result;
+use crate::extract::entities::normalize;
+use crate::failures::Failure;
+use crate::llm::CallContext;
+use crate::llm::prompts::{RelationsAnswer, relations_messages};
+use crate::llm::runner::Runner;
 use crate::hypergraph::stable_id;
 use crate::io::{string_column, typed};
 use crate::stage::{BucketOutput, BucketStage, RunContext, StageMetrics, config_fingerprint, run_buckets};
@@ -33,10 +39,120 @@ pub fn run(ctx: &RunContext<'_>) -> Result<StageMetrics> {
         inputs: vec![Table::Entities, Table::Hyperedges, Table::HyperedgeEntities],
         outputs: vec![Table::Edges],
     };
-    run_buckets(ctx, &stage, |inputs| {
-        let edges = build_bucket(&inputs[0], &inputs[1], &inputs[2], config.tau_e, config.max_connector_words)?;
-        Ok(BucketOutput { tables: vec![vec![edges]], failures: Vec::new() })
-    })
+    let runner = Runner::for_config(&ctx.config, ctx.index.root())?;
+    let mut metrics = run_buckets(ctx, &stage, |inputs| {
+        build_bucket(&inputs[0], &inputs[1], &inputs[2], &config, runner.as_ref())
+    })?;
+    metrics.details.insert("relations".into(), if runner.is_some() { "llm" } else { "rules" }.into());
+    Ok(metrics)
+}
+
+/// Most facts in one relations prompt; anchors with more get several prompts.
+const FACTS_PER_PROMPT: usize = 40;
+
+/// One relations prompt of one anchor.
+struct AnchorAsk {
+    doc: usize,
+    anchor: String,
+    /// (hyperedge id, statement, span)
+    facts: Vec<(String, String, String)>,
+}
+
+/// Relations of every anchor of every document by the LLM: the anchor, its incident facts and
+/// the entities that share them go in; relations whose two ends name known entities come out,
+/// each tied to the fact the model cites (or the first fact that holds both entities).
+fn llm_edges(docs: &[(String, Doc)], tau_e: usize, runner: &Runner) -> (Vec<Vec<EdgeOut>>, Vec<Failure>) {
+    let mut asks = Vec::new();
+    let mut messages = Vec::new();
+    for (d, (doc_id, (entities, hyperedges, incidence))) in docs.iter().enumerate() {
+        let names: HashMap<&str, &str> = entities.iter().map(|e| (e.entity_id.as_str(), e.name.as_str())).collect();
+        let mut members: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (h, e) in incidence {
+            members.entry(h.as_str()).or_default().push(e.as_str());
+        }
+        for anchor in entities.iter().filter(|e| e.hyperdegree as usize > tau_e) {
+            let incident: Vec<&str> =
+                members.iter().filter(|(_, ids)| ids.contains(&anchor.entity_id.as_str())).map(|(h, _)| *h).collect();
+            for group in incident.chunks(FACTS_PER_PROMPT) {
+                let facts: Vec<(String, String, String)> = group
+                    .iter()
+                    .filter_map(|h| hyperedges.get(*h).map(|(text, span)| ((*h).to_owned(), text.clone(), span.clone())))
+                    .collect();
+                let mut others: Vec<&str> = group
+                    .iter()
+                    .flat_map(|h| members[h].iter())
+                    .filter(|id| **id != anchor.entity_id)
+                    .filter_map(|id| names.get(id).copied())
+                    .collect();
+                others.sort_unstable();
+                others.dedup();
+                if others.is_empty() {
+                    continue;
+                }
+                let pairs: Vec<(&str, &str)> = facts.iter().map(|(_, t, s)| (t.as_str(), s.as_str())).collect();
+                let context = CallContext { stage: STAGE.into(), doc_id: Some(doc_id.clone()), purpose: "relations".into() };
+                messages.push((context, relations_messages(&anchor.name, &pairs, &others)));
+                asks.push(AnchorAsk { doc: d, anchor: anchor.name.clone(), facts });
+            }
+        }
+    }
+    let mut edges: Vec<BTreeSet<EdgeOut>> = vec![BTreeSet::new(); docs.len()];
+    let mut failures = Vec::new();
+    for (ask, answer) in asks.into_iter().zip(runner.ask_all::<RelationsAnswer>(messages)) {
+        let (doc_id, (entities, _, incidence)) = &docs[ask.doc];
+        let answer = match answer {
+            Ok(a) => a,
+            Err(e) => {
+                failures.push(Failure {
+                    stage: STAGE.to_owned(),
+                    doc_id: Some(doc_id.clone()),
+                    unit: format!("relations of {}", ask.anchor),
+                    kind: e.kind,
+                    message: format!("{doc_id}: relations of `{}`: {}", ask.anchor, e.message),
+                });
+                continue;
+            }
+        };
+        let resolve = entity_resolver(entities);
+        for relation in answer.relations {
+            let (Some(source), Some(target)) = (resolve(&relation.source), resolve(&relation.target)) else { continue };
+            let text = relation.relation.trim();
+            if source == target || text.is_empty() {
+                continue;
+            }
+            let cited = relation.fact.and_then(|f| f.checked_sub(1)).and_then(|f| ask.facts.get(f)).map(|f| f.0.clone());
+            let holding_both = || {
+                ask.facts.iter().map(|f| &f.0).find(|h| {
+                    incidence.iter().any(|(x, e)| x == *h && e == source) && incidence.iter().any(|(x, e)| x == *h && e == target)
+                })
+            };
+            let Some(hyperedge_id) = cited.or_else(|| holding_both().cloned()).or_else(|| ask.facts.first().map(|f| f.0.clone()))
+            else {
+                continue;
+            };
+            edges[ask.doc].insert(EdgeOut {
+                edge_id: stable_id("edge", &[doc_id, source, target, text]),
+                source_id: source.to_owned(),
+                target_id: target.to_owned(),
+                text: text.to_owned(),
+                hyperedge_id,
+            });
+        }
+    }
+    (edges.into_iter().map(|set| set.into_iter().collect()).collect(), failures)
+}
+
+/// Maps a name the model wrote to an entity id: exact name or alias first, then normalised.
+fn entity_resolver<'a>(entities: &'a [EntityIn]) -> impl Fn(&str) -> Option<&'a str> + 'a {
+    let mut exact: HashMap<&'a str, &'a str> = HashMap::new();
+    let mut normal: HashMap<String, &'a str> = HashMap::new();
+    for e in entities {
+        for form in std::iter::once(&e.name).chain(&e.aliases) {
+            exact.entry(form.as_str()).or_insert(&e.entity_id);
+            normal.entry(normalize(form)).or_insert(&e.entity_id);
+        }
+    }
+    move |name: &str| exact.get(name.trim()).copied().or_else(|| normal.get(&normalize(name)).copied())
 }
 
 /// An entity as the graph stage needs it.
@@ -143,14 +259,16 @@ pub fn document_edges(
     edges.into_iter().filter(|e| seen.insert(e.edge_id.clone())).collect()
 }
 
+/// One document's entities, hyperedges (id → statement, span) and incidences.
+type Doc = (Vec<EntityIn>, BTreeMap<String, (String, String)>, Vec<(String, String)>);
+
 fn build_bucket(
     entities: &[RecordBatch],
     hyperedges: &[RecordBatch],
     incidence: &[RecordBatch],
-    tau_e: usize,
-    max_connector_words: usize,
-) -> Result<RecordBatch> {
-    type Doc = (Vec<EntityIn>, BTreeMap<String, String>, Vec<(String, String)>);
+    config: &GraphConfig,
+    runner: Option<&Runner>,
+) -> Result<BucketOutput> {
     let mut docs: BTreeMap<String, Doc> = BTreeMap::new();
     for batch in entities {
         let doc = string_column(batch, col::DOC_ID)?;
@@ -172,9 +290,11 @@ fn build_bucket(
     for batch in hyperedges {
         let doc = string_column(batch, col::DOC_ID)?;
         let id = string_column(batch, col::HYPEREDGE_ID)?;
+        let text = string_column(batch, col::TEXT)?;
         let span = string_column(batch, col::REF_TEXT)?;
         for i in 0..batch.num_rows() {
-            docs.entry(doc.value(i).to_owned()).or_default().1.insert(id.value(i).to_owned(), span.value(i).to_owned());
+            let entry = (text.value(i).to_owned(), span.value(i).to_owned());
+            docs.entry(doc.value(i).to_owned()).or_default().1.insert(id.value(i).to_owned(), entry);
         }
     }
     for batch in incidence {
@@ -185,15 +305,25 @@ fn build_bucket(
             docs.entry(doc.value(i).to_owned()).or_default().2.push((h.value(i).to_owned(), e.value(i).to_owned()));
         }
     }
-    let per_doc: Vec<(String, Vec<EdgeOut>)> = docs
-        .into_par_iter()
-        .map(|(doc_id, (ents, hes, inc))| {
-            let edges = document_edges(&doc_id, &ents, &hes, &inc, tau_e, max_connector_words);
-            (doc_id, edges)
-        })
-        .collect();
-    let rows: Vec<(&str, &EdgeOut)> = per_doc.iter().flat_map(|(d, es)| es.iter().map(move |e| (d.as_str(), e))).collect();
-    Ok(RecordBatch::try_new(
+    let docs: Vec<(String, Doc)> = docs.into_iter().collect();
+    let mut output = BucketOutput::default();
+    let per_doc: Vec<(&str, Vec<EdgeOut>)> = match runner {
+        Some(runner) => {
+            let (edges, failures) = llm_edges(&docs, config.tau_e, runner);
+            output.failures = failures;
+            output.llm_calls = runner.drain_calls(&docs.iter().map(|(d, _)| d.clone()).collect::<Vec<_>>());
+            docs.iter().map(|(d, _)| d.as_str()).zip(edges).collect()
+        }
+        None => docs
+            .par_iter()
+            .map(|(doc_id, (ents, hes, inc))| {
+                let spans: BTreeMap<String, String> = hes.iter().map(|(h, (_, span))| (h.clone(), span.clone())).collect();
+                (doc_id.as_str(), document_edges(doc_id, ents, &spans, inc, config.tau_e, config.max_connector_words))
+            })
+            .collect(),
+    };
+    let rows: Vec<(&str, &EdgeOut)> = per_doc.iter().flat_map(|(d, es)| es.iter().map(move |e| (*d, e))).collect();
+    let batch = RecordBatch::try_new(
         Table::Edges.schema(),
         vec![
             Arc::new(rows.iter().map(|r| Some(r.1.edge_id.as_str())).collect::<StringArray>()),
@@ -203,7 +333,9 @@ fn build_bucket(
             Arc::new(rows.iter().map(|r| Some(r.1.text.as_str())).collect::<StringArray>()),
             Arc::new(rows.iter().map(|r| Some(r.1.hyperedge_id.as_str())).collect::<StringArray>()),
         ],
-    )?)
+    )?;
+    output.tables = vec![vec![batch]];
+    Ok(output)
 }
 
 #[cfg(test)]

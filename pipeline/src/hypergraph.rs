@@ -16,6 +16,10 @@ use flexstruct_schemas::{Table, col};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::failures::{Failure, FailureKind};
+use crate::llm::CallContext;
+use crate::llm::prompts::{SummaryAnswer, summary_messages};
+use crate::llm::runner::Runner;
 use crate::extract::entities::{abbreviation_aliases, looks_like_person, normalize};
 use crate::index::sha256_hex;
 use crate::io::{string_column, string_lists, typed};
@@ -40,7 +44,59 @@ pub fn run(ctx: &RunContext<'_>) -> Result<StageMetrics> {
         inputs: vec![Table::Items, Table::Documents],
         outputs: vec![Table::Hyperedges, Table::HyperedgeEntities, Table::Entities],
     };
-    run_buckets(ctx, &stage, |inputs| build_bucket(&inputs[0], &inputs[1], tau_s))
+    let runner = Runner::for_config(&ctx.config, ctx.index.root())?;
+    let mut metrics = run_buckets(ctx, &stage, |inputs| build_bucket(&inputs[0], &inputs[1], tau_s, runner.as_ref()))?;
+    metrics.details.insert("summaries".into(), if runner.is_some() { "llm above tau_s" } else { "rules" }.into());
+    Ok(metrics)
+}
+
+/// Most facts given to the LLM for one entity summary.
+const MAX_SUMMARY_FACTS: usize = 60;
+
+/// Replaces the summaries of entities above τ_s by LLM summaries of their hyperedge texts.
+/// An entity whose summary fails keeps its rules summary and gets a failure row (retried on the
+/// next run).
+fn llm_summaries(graphs: &mut [(String, DocHypergraph)], tau_s: usize, runner: &Runner) -> Vec<Failure> {
+    let mut targets = Vec::new();
+    let mut asks = Vec::new();
+    for (d, (doc_id, graph)) in graphs.iter().enumerate() {
+        let texts: HashMap<&str, &str> = graph.hyperedges.iter().map(|(id, item)| (id.as_str(), item.text.as_str())).collect();
+        let mut facts: HashMap<&str, Vec<&str>> = HashMap::new();
+        for (h, e) in &graph.incidence {
+            facts.entry(e.as_str()).or_default().push(texts[h.as_str()]);
+        }
+        for (k, entity) in graph.entities.iter().enumerate() {
+            if entity.hyperdegree as usize <= tau_s {
+                continue;
+            }
+            let entity_facts = facts.get(entity.entity_id.as_str()).map_or(&[][..], Vec::as_slice);
+            let entity_facts = &entity_facts[..entity_facts.len().min(MAX_SUMMARY_FACTS)];
+            let context = CallContext { stage: STAGE.into(), doc_id: Some(doc_id.clone()), purpose: "summary".into() };
+            asks.push((context, summary_messages(&entity.name, entity_facts)));
+            targets.push((d, k));
+        }
+    }
+    let mut failures = Vec::new();
+    for ((d, k), answer) in targets.into_iter().zip(runner.ask_all::<SummaryAnswer>(asks)) {
+        let (doc_id, graph) = &mut graphs[d];
+        let entity = &mut graph.entities[k];
+        match answer {
+            Ok(a) if !a.summary.trim().is_empty() => entity.summary = a.summary.trim().to_owned(),
+            Ok(_) => failures.push(summary_failure(doc_id, &entity.name, FailureKind::Unparseable, "empty summary".into())),
+            Err(e) => failures.push(summary_failure(doc_id, &entity.name, e.kind, e.message)),
+        }
+    }
+    failures
+}
+
+fn summary_failure(doc_id: &str, name: &str, kind: FailureKind, message: String) -> Failure {
+    Failure {
+        stage: STAGE.to_owned(),
+        doc_id: Some(doc_id.to_owned()),
+        unit: format!("summary of {name}"),
+        kind,
+        message: format!("{doc_id}: summary of `{name}`: {message}"),
+    }
 }
 
 /// One item as the hypergraph needs it.
@@ -174,7 +230,7 @@ fn alias_resolver(text: &str, items: &[ItemIn]) -> HashMap<String, String> {
     map
 }
 
-fn build_bucket(items: &[RecordBatch], documents: &[RecordBatch], tau_s: usize) -> Result<BucketOutput> {
+fn build_bucket(items: &[RecordBatch], documents: &[RecordBatch], tau_s: usize, runner: Option<&Runner>) -> Result<BucketOutput> {
     let mut texts: HashMap<&str, &str> = HashMap::new();
     for batch in documents {
         let ids = string_column(batch, col::DOC_ID)?;
@@ -206,7 +262,7 @@ fn build_bucket(items: &[RecordBatch], documents: &[RecordBatch], tau_s: usize) 
             });
         }
     }
-    let graphs: Vec<(String, DocHypergraph)> = by_doc
+    let mut graphs: Vec<(String, DocHypergraph)> = by_doc
         .into_par_iter()
         .map(|(doc_id, items)| {
             let text = texts.get(doc_id.as_str()).copied().unwrap_or("");
@@ -214,10 +270,14 @@ fn build_bucket(items: &[RecordBatch], documents: &[RecordBatch], tau_s: usize) 
             (doc_id, graph)
         })
         .collect();
-    Ok(BucketOutput {
-        tables: vec![vec![hyperedges_batch(&graphs)?], vec![incidence_batch(&graphs)?], vec![entities_batch(&graphs)?]],
-        failures: Vec::new(),
-    })
+    let mut output = BucketOutput::default();
+    if let Some(runner) = runner {
+        output.failures = llm_summaries(&mut graphs, tau_s, runner);
+        let doc_ids: Vec<String> = graphs.iter().map(|(d, _)| d.clone()).collect();
+        output.llm_calls = runner.drain_calls(&doc_ids);
+    }
+    output.tables = vec![vec![hyperedges_batch(&graphs)?], vec![incidence_batch(&graphs)?], vec![entities_batch(&graphs)?]];
+    Ok(output)
 }
 
 fn hyperedges_batch(graphs: &[(String, DocHypergraph)]) -> Result<RecordBatch> {

@@ -48,12 +48,19 @@ fn write_atomic(path: &Path, write: impl FnOnce(File) -> Result<()>) -> Result<(
     result
 }
 
-/// Writes `bytes` to `path` atomically.
+/// Writes `bytes` to `path` atomically and durably (fsync before the rename).
 pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic(path, |mut file| {
         file.write_all(bytes).map_err(Error::io("writing", path))?;
         file.sync_all().map_err(Error::io("syncing", path))
     })
+}
+
+/// Writes `bytes` to `path` atomically but without fsync: a killed process leaves the old file
+/// or the new one, never half of it; only a power loss may lose the write. For caches, where a
+/// lost entry costs one repeated request and an fsync per entry would cap throughput.
+pub fn write_file_atomic_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic(path, |mut file| file.write_all(bytes).map_err(Error::io("writing", path)))
 }
 
 /// Writes one part file of `table`: rows in `batches` (checked against the table's schema),

@@ -31,6 +31,7 @@ pub mod hypergraph;
 pub mod index;
 pub mod ingest;
 pub mod io;
+pub mod llm;
 pub mod sql;
 pub mod stage;
 pub mod text;

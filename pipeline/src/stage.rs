@@ -29,6 +29,8 @@ pub trait Progress: Sync {
     fn start(&self, total: u64);
     /// `n` more units are done.
     fn advance(&self, n: u64);
+    /// LLM tokens spent by requests that were not answered from the cache.
+    fn tokens(&self, _prompt: u64, _completion: u64) {}
 }
 
 /// Progress that goes nowhere.
@@ -108,6 +110,8 @@ pub struct BucketOutput {
     pub tables: Vec<Vec<RecordBatch>>,
     /// Units that failed.
     pub failures: Vec<Failure>,
+    /// LLM calls made for the bucket (appended to `llm_calls`).
+    pub llm_calls: Vec<crate::llm::CallRecord>,
 }
 
 /// Declaration of a per-document stage for [`run_buckets`].
@@ -247,7 +251,21 @@ where
     }
     let rows_out = output.tables.first().map_or(0, |b| crate::io::row_count(b) as u64);
     failures::replace(index, stage.name, &scope, &output.failures)?;
+    if !output.llm_calls.is_empty() {
+        let fresh = output.llm_calls.iter().filter(|c| !c.cached);
+        let (prompt, completion) = fresh.fold((0, 0), |(p, c), r| (p + r.prompt_tokens, c + r.completion_tokens));
+        ctx.progress.tokens(prompt, completion);
+        // The calls are a log: each run appends its own part.
+        let path = index.table_dir(Table::LlmCalls).join(format!("part-{}-{scope}-{}.parquet", stage.name, run_tag()));
+        write_part(&path, Table::LlmCalls, "", &[crate::llm::calls_batch(&output.llm_calls)?])?;
+    }
     Ok(BucketResult::Done { units, rows_out, failures: output.failures })
+}
+
+/// A tag unique to this process's run (time and process id), for append-only parts.
+fn run_tag() -> &'static str {
+    static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TAG.get_or_init(|| format!("{}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ"), std::process::id()))
 }
 
 /// Appends a run record to the index's `manifest` table (one part file per run, so concurrent

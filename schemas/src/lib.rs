@@ -85,6 +85,7 @@ pub mod col {
 
     pub const STAGE: &str = "stage";
     pub const PURPOSE: &str = "purpose";
+    pub const REQUEST_ID: &str = "request_id";
     pub const PROMPT_TOKENS: &str = "prompt_tokens";
     pub const COMPLETION_TOKENS: &str = "completion_tokens";
     pub const TOKENS_ESTIMATED: &str = "tokens_estimated";
@@ -353,6 +354,7 @@ fn fields(table: Table) -> Vec<Field> {
             utf8_null(DOC_ID),
             utf8(PURPOSE),
             utf8(MODEL),
+            utf8(REQUEST_ID),
             i64_(PROMPT_TOKENS),
             i64_(COMPLETION_TOKENS),
             Field::new(TOKENS_ESTIMATED, DataType::Boolean, false),

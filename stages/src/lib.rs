@@ -11,6 +11,7 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use flexstruct_pipeline::config::Config;
@@ -81,13 +82,20 @@ pub fn exit(result: anyhow::Result<Outcome>) -> ExitCode {
     }
 }
 
-/// An indicatif progress bar on stderr (drawn only on a terminal, and not with `--quiet`).
+/// An indicatif progress bar on stderr (drawn only on a terminal, and not with `--quiet`), with
+/// LLM token counters and, when prices are configured, the cost so far.
 #[derive(Debug)]
-pub struct Bar(ProgressBar);
+pub struct Bar {
+    bar: ProgressBar,
+    prompt: AtomicU64,
+    completion: AtomicU64,
+    /// Price per million prompt and completion tokens.
+    prices: (f64, f64),
+}
 
 impl Bar {
     /// A bar for `stage`.
-    pub fn new(stage: &str, quiet: bool) -> Bar {
+    pub fn new(stage: &str, quiet: bool, prices: (f64, f64)) -> Bar {
         let target = if quiet || !std::io::stderr().is_terminal() {
             ProgressDrawTarget::hidden()
         } else {
@@ -95,27 +103,34 @@ impl Bar {
         };
         let bar = ProgressBar::with_draw_target(None, target);
         let style = ProgressStyle::with_template(
-            "{prefix:>10} [{elapsed_precise}] {wide_bar} {pos}/{len} documents (ETA {eta})",
+            "{prefix:>10} [{elapsed_precise}] {wide_bar} {pos}/{len} (ETA {eta}) {msg}",
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar());
         bar.set_style(style);
         bar.set_prefix(stage.to_owned());
         bar.enable_steady_tick(Duration::from_millis(200));
-        Bar(bar)
+        Bar { bar, prompt: AtomicU64::new(0), completion: AtomicU64::new(0), prices }
     }
 
     /// Removes the bar from the terminal.
     pub fn finish(&self) {
-        self.0.finish_and_clear();
+        self.bar.finish_and_clear();
     }
 }
 
 impl Progress for Bar {
     fn start(&self, total: u64) {
-        self.0.set_length(total);
+        self.bar.set_length(total);
     }
     fn advance(&self, n: u64) {
-        self.0.inc(n);
+        self.bar.inc(n);
+    }
+    fn tokens(&self, prompt: u64, completion: u64) {
+        let p = self.prompt.fetch_add(prompt, Ordering::Relaxed) + prompt;
+        let c = self.completion.fetch_add(completion, Ordering::Relaxed) + completion;
+        let cost = (p as f64 * self.prices.0 + c as f64 * self.prices.1) / 1e6;
+        let cost = if cost > 0.0 { format!(", {cost:.4} spent") } else { String::new() };
+        self.bar.set_message(format!("LLM tokens {p} in / {c} out{cost}"));
     }
 }
 
@@ -139,7 +154,8 @@ pub fn run_stage(
     body: impl FnOnce(&RunContext<'_>) -> flexstruct_pipeline::Result<StageMetrics>,
 ) -> anyhow::Result<Outcome> {
     let (config, index) = open(args, create_index)?;
-    let bar = Bar::new(name, args.quiet);
+    let prices = config.llm.as_ref().map_or((0.0, 0.0), |l| (l.price_prompt_per_mtok, l.price_completion_per_mtok));
+    let bar = Bar::new(name, args.quiet, prices);
     let ctx = RunContext { index, config, shard: args.shard, progress: &bar };
     let metrics = body(&ctx);
     bar.finish();

@@ -49,7 +49,7 @@ fn chunk_bucket(docs: &[RecordBatch], params: ChunkParams, counter: &TokenCounte
         inputs.par_iter().map(|&(id, text)| (id, partition(text, params, counter))).collect();
     let texts: Vec<&str> = inputs.iter().map(|(_, t)| *t).collect();
     let batch = chunks_batch(&per_doc, &texts)?;
-    Ok(BucketOutput { tables: vec![vec![batch]], failures: Vec::new() })
+    Ok(BucketOutput { tables: vec![vec![batch]], ..BucketOutput::default() })
 }
 
 fn chunks_batch(per_doc: &[(&str, Vec<Chunk>)], texts: &[&str]) -> Result<RecordBatch> {

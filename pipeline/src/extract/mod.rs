@@ -6,6 +6,7 @@
 //! span is found (exactly, or up to case and whitespace), never guessed.
 
 pub mod entities;
+pub mod llm;
 mod locate;
 pub mod rules;
 mod window;
@@ -21,8 +22,10 @@ use serde::Serialize;
 pub use locate::{Locator, Match};
 pub use window::Window;
 
-use crate::config::{Backend, ExtractConfig};
+use crate::config::ExtractConfig;
+use crate::llm::runner::Runner;
 use crate::error::{Error, Result};
+pub use crate::failures::UnitError;
 use crate::failures::{Failure, FailureKind};
 use crate::io::{string_column, string_lists, typed};
 use crate::stage::{BucketOutput, BucketStage, RunContext, StageMetrics, config_fingerprint, run_buckets};
@@ -36,6 +39,8 @@ const VERSION: &str = "1";
 /// What an extractor is asked: the window prefix (oldest first) and the target chunk.
 #[derive(Debug, Clone, Copy)]
 pub struct ItemRequest<'a> {
+    /// Document the chunk belongs to.
+    pub doc_id: &'a str,
     /// Texts of the preceding chunks in the window.
     pub window: &'a [&'a str],
     /// Text of the chunk to extract from.
@@ -55,15 +60,6 @@ pub struct ExtractedItem {
     pub span: Option<Range<usize>>,
 }
 
-/// Why one unit (chunk) could not be extracted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnitError {
-    /// Failure kind for the `failures` table.
-    pub kind: FailureKind,
-    /// Message for a person.
-    pub message: String,
-}
-
 /// Turns a chunk (with its window) into items. Implementations: the rules extractor; the LLM
 /// extractor shares this trait.
 pub trait Extractor: Sync {
@@ -71,6 +67,11 @@ pub trait Extractor: Sync {
     fn name(&self) -> String;
     /// Items of `request.target`.
     fn extract(&self, request: &ItemRequest<'_>) -> Result<Vec<ExtractedItem>, UnitError>;
+    /// Items of many requests, in order; backends that wait on the network run them
+    /// concurrently.
+    fn extract_all(&self, requests: &[ItemRequest<'_>]) -> Vec<Result<Vec<ExtractedItem>, UnitError>> {
+        requests.iter().map(|r| self.extract(r)).collect()
+    }
 }
 
 /// Per-run figures of the extract stage.
@@ -100,15 +101,15 @@ impl ExtractCounts {
 
 /// Runs the extract stage with the configured backend.
 pub fn run(ctx: &RunContext<'_>) -> Result<StageMetrics> {
-    let config = &ctx.config.extract;
-    let extractor: Box<dyn Extractor> = match config.backend {
-        Backend::Rules => Box::new(rules::RulesExtractor),
-    };
-    run_with(ctx, extractor.as_ref())
+    match Runner::for_config(&ctx.config, ctx.index.root())? {
+        Some(runner) => run_with(ctx, &llm::LlmExtractor::new(&runner), Some(&runner)),
+        None => run_with(ctx, &rules::RulesExtractor, None),
+    }
 }
 
-/// Runs the extract stage with a given extractor.
-pub fn run_with(ctx: &RunContext<'_>, extractor: &dyn Extractor) -> Result<StageMetrics> {
+/// Runs the extract stage with a given extractor; `runner` is the LLM runner whose calls go to
+/// `llm_calls`, if the extractor uses one.
+pub fn run_with(ctx: &RunContext<'_>, extractor: &dyn Extractor, runner: Option<&Runner>) -> Result<StageMetrics> {
     let config = ctx.config.extract.clone();
     let window = window_of(&config);
     let stage = BucketStage {
@@ -120,8 +121,11 @@ pub fn run_with(ctx: &RunContext<'_>, extractor: &dyn Extractor) -> Result<Stage
     };
     let totals = std::sync::Mutex::new(ExtractCounts::default());
     let mut metrics = run_buckets(ctx, &stage, |inputs| {
-        let (output, counts) = extract_bucket(&inputs[1], &inputs[0], window, extractor)?;
+        let (mut output, counts, doc_ids) = extract_bucket(&inputs[1], &inputs[0], window, extractor)?;
         totals.lock().map_err(|_| Error::Internal("counter lock poisoned".into()))?.add(&counts);
+        if let Some(runner) = runner {
+            output.llm_calls = runner.drain_calls(&doc_ids);
+        }
         Ok(output)
     })?;
     let totals = totals.into_inner().map_err(|_| Error::Internal("counter lock poisoned".into()))?;
@@ -153,7 +157,7 @@ fn extract_bucket(
     chunks: &[RecordBatch],
     window: Window,
     extractor: &dyn Extractor,
-) -> Result<(BucketOutput, ExtractCounts)> {
+) -> Result<(BucketOutput, ExtractCounts, Vec<String>)> {
     let mut docs: Vec<DocChunks<'_>> = Vec::new();
     for batch in documents {
         let ids = string_column(batch, col::DOC_ID)?;
@@ -174,8 +178,31 @@ fn extract_bucket(
             }
         }
     }
+    // Every chunk of the bucket is one request, so that a network backend can run them all
+    // concurrently; each sees the chunks of its window as context.
+    let mut texts: Vec<Vec<&str>> = Vec::with_capacity(docs.len());
+    for doc in &mut docs {
+        doc.chunks.sort_by_key(|c| c.0);
+        texts.push(doc.chunks.iter().map(|c| c.2).collect());
+    }
+    let mut requests = Vec::new();
+    for (doc, doc_texts) in docs.iter().zip(&texts) {
+        for position in 0..doc_texts.len() {
+            let prefix = window.prefix(position + 1);
+            requests.push(ItemRequest {
+                doc_id: doc.doc_id,
+                window: &doc_texts[prefix.start - 1..prefix.end - 1],
+                target: doc_texts[position],
+            });
+        }
+    }
+    let mut answers = extractor.extract_all(&requests).into_iter();
+    let mut per_doc = Vec::with_capacity(docs.len());
+    for doc in &docs {
+        per_doc.push((doc, answers.by_ref().take(doc.chunks.len()).collect::<Vec<_>>()));
+    }
     let results: Vec<(Vec<ItemRow>, Vec<Failure>, ExtractCounts)> =
-        docs.par_iter_mut().map(|doc| extract_document(doc, window, extractor)).collect();
+        per_doc.into_par_iter().map(|(doc, answers)| locate_document(doc, answers)).collect();
 
     let mut counts = ExtractCounts::default();
     let mut failures = Vec::new();
@@ -185,69 +212,63 @@ fn extract_bucket(
         failures.extend(doc_failures);
         rows.push((doc.doc_id, items));
     }
-    let extractor_name = extractor.name();
-    let batch = items_batch(&rows, &extractor_name)?;
-    Ok((BucketOutput { tables: vec![vec![batch]], failures }, counts))
+    let batch = items_batch(&rows, &extractor.name())?;
+    let doc_ids = docs.iter().map(|d| d.doc_id.to_owned()).collect();
+    Ok((BucketOutput { tables: vec![vec![batch]], failures, ..BucketOutput::default() }, counts, doc_ids))
 }
 
-fn extract_document(
-    doc: &mut DocChunks<'_>,
-    window: Window,
-    extractor: &dyn Extractor,
+/// Locates the spans of one document's extracted items and numbers them in extraction order.
+fn locate_document(
+    doc: &DocChunks<'_>,
+    answers: Vec<Result<Vec<ExtractedItem>, UnitError>>,
 ) -> (Vec<ItemRow>, Vec<Failure>, ExtractCounts) {
-    doc.chunks.sort_by_key(|c| c.0);
     let locator = Locator::new(doc.text);
     let mut offsets = CharOffsets::new(doc.text);
     let mut chunk_bytes = ByteOffsets::new(doc.text);
     let mut rows = Vec::new();
     let mut failures = Vec::new();
     let mut counts = ExtractCounts::default();
-    let texts: Vec<&str> = doc.chunks.iter().map(|c| c.2).collect();
-    for (position, &(chunk_idx, char_start, text)) in doc.chunks.iter().enumerate() {
-        let prefix = window.prefix(position + 1);
-        let request = ItemRequest { window: &texts[prefix.start - 1..prefix.end - 1], target: text };
+    let fail = |chunk_idx: i32, kind: FailureKind, message: String| Failure {
+        stage: STAGE.to_owned(),
+        doc_id: Some(doc.doc_id.to_owned()),
+        unit: format!("chunk {chunk_idx}"),
+        kind,
+        message: format!("{} chunk {chunk_idx}: {message}", doc.doc_id),
+    };
+    for (&(chunk_idx, char_start, text), answer) in doc.chunks.iter().zip(answers) {
         let Some(chunk_byte) = usize::try_from(char_start).ok().and_then(|c| chunk_bytes.at(c)) else {
-            failures.push(Failure {
-                stage: STAGE.to_owned(),
-                doc_id: Some(doc.doc_id.to_owned()),
-                unit: format!("chunk {chunk_idx}"),
-                kind: FailureKind::InvalidField,
-                message: format!("{} chunk {chunk_idx}: char_start {char_start} is outside the document; rerun chunk", doc.doc_id),
-            });
+            let message = format!("char_start {char_start} is outside the document; rerun chunk");
+            failures.push(fail(chunk_idx, FailureKind::InvalidField, message));
             continue;
         };
         counts.chunks += 1;
-        match extractor.extract(&request) {
-            Ok(items) => {
-                for item in items {
-                    let found = match &item.span {
-                        // The extractor knows where the span is; check it rather than trust it.
-                        Some(span) if text.get(span.clone()) == Some(item.ref_text.as_str()) => {
-                            Some((chunk_byte + span.start..chunk_byte + span.end, Match::Exact))
-                        }
-                        _ => locator.find(&item.ref_text, chunk_byte),
-                    };
-                    let ref_chars = found.map(|(bytes, how)| {
-                        match how {
-                            Match::Exact => counts.located_exact += 1,
-                            Match::Normalised => counts.located_normalised += 1,
-                        }
-                        (offsets.at(bytes.start) as i64, offsets.at(bytes.end) as i64)
-                    });
-                    if ref_chars.is_none() {
-                        counts.unlocated += 1;
-                    }
-                    counts.items += 1;
-                    rows.push(ItemRow { chunk_idx, item, ref_chars });
-                }
+        let items = match answer {
+            Ok(items) => items,
+            Err(e) => {
+                failures.push(fail(chunk_idx, e.kind, e.message));
+                continue;
             }
-            Err(e) => failures.push(Failure {
-                stage: STAGE.to_owned(),
-                doc_id: Some(doc.doc_id.to_owned()),
-                unit: format!("chunk {chunk_idx}"),
-                kind: e.kind,
-                message: format!("{} chunk {chunk_idx}: {}", doc.doc_id, e.message),
-            }),
+        };
+        for item in items {
+            let found = match &item.span {
+                // The extractor knows where the span is; check it rather than trust it.
+                Some(span) if text.get(span.clone()) == Some(item.ref_text.as_str()) => {
+                    Some((chunk_byte + span.start..chunk_byte + span.end, Match::Exact))
+                }
+                _ => locator.find(&item.ref_text, chunk_byte),
+            };
+            let ref_chars = found.map(|(bytes, how)| {
+                match how {
+                    Match::Exact => counts.located_exact += 1,
+                    Match::Normalised => counts.located_normalised += 1,
+                }
+                (offsets.at(bytes.start) as i64, offsets.at(bytes.end) as i64)
+            });
+            if ref_chars.is_none() {
+                counts.unlocated += 1;
+            }
+            counts.items += 1;
+            rows.push(ItemRow { chunk_idx, item, ref_chars });
         }
     }
     (rows, failures, counts)

@@ -28,6 +28,11 @@ impl Extractor for RulesExtractor {
         RULES.to_owned()
     }
 
+    fn extract_all(&self, requests: &[ItemRequest<'_>]) -> Vec<Result<Vec<ExtractedItem>, UnitError>> {
+        use rayon::prelude::*;
+        requests.par_iter().map(|r| self.extract(r)).collect()
+    }
+
     fn extract(&self, request: &ItemRequest<'_>) -> Result<Vec<ExtractedItem>, UnitError> {
         let target = request.target;
         let mut known_lower = HashSet::new();
@@ -140,7 +145,7 @@ mod tests {
     use super::*;
 
     fn extract(target: &str) -> Vec<ExtractedItem> {
-        RulesExtractor.extract(&ItemRequest { window: &[], target }).unwrap()
+        RulesExtractor.extract(&ItemRequest { doc_id: "d", window: &[], target }).unwrap()
     }
 
     #[test]
@@ -179,10 +184,10 @@ mod tests {
     #[test]
     fn window_tells_ordinary_words_from_names() {
         let target = "Drainage began early.";
-        let alone = RulesExtractor.extract(&ItemRequest { window: &[], target }).unwrap();
+        let alone = RulesExtractor.extract(&ItemRequest { doc_id: "d", window: &[], target }).unwrap();
         assert_eq!(alone[0].entities, ["Drainage"]);
         let with_window =
-            RulesExtractor.extract(&ItemRequest { window: &["The drainage of the fen."], target }).unwrap();
+            RulesExtractor.extract(&ItemRequest { doc_id: "d", window: &["The drainage of the fen."], target }).unwrap();
         assert!(with_window[0].entities.is_empty());
     }
 }

@@ -5,4 +5,5 @@ mod util;
 
 mod construct;
 mod ingest_chunk;
+mod llm_extract;
 mod sql;

@@ -1,0 +1,82 @@
+//! The response cache: one small JSON file per answered request under `<index>/llm_cache/`,
+//! written atomically (temporary file and rename, so a killed run never leaves a half entry), keyed by the SHA-256 of (model, full prompt, sampling parameters). Shared
+//! by every stage of an index, so a rerun or a resumed crashed run asks nothing twice. The API
+//! key is never part of the key or the entry.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::io::write_file_atomic_unsynced;
+
+/// Folder of the cache inside an index.
+pub const CACHE_DIR: &str = "llm_cache";
+
+/// A cached answer, with the cost of obtaining it the first time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CachedAnswer {
+    /// The model's answer text.
+    pub content: String,
+    /// Prompt tokens of the original call.
+    pub prompt_tokens: u64,
+    /// Completion tokens of the original call.
+    pub completion_tokens: u64,
+    /// Whether the counts were estimated (the server sent no `usage`).
+    pub tokens_estimated: bool,
+    /// Latency of the original call.
+    pub latency_ms: u64,
+}
+
+/// The cache of one index.
+#[derive(Debug, Clone)]
+pub struct ResponseCache {
+    dir: PathBuf,
+}
+
+impl ResponseCache {
+    /// The cache of the index at `root`.
+    pub fn new(root: &Path) -> Self {
+        ResponseCache { dir: root.join(CACHE_DIR) }
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        self.dir.join(&key[..2]).join(format!("{key}.json"))
+    }
+
+    /// The cached answer for `key`, if any. A damaged entry (e.g. from a disk error) counts as
+    /// absent and is asked again.
+    pub fn get(&self, key: &str) -> Option<CachedAnswer> {
+        let bytes = std::fs::read(self.path(key)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Removes an entry (a missing one is not an error).
+    pub fn remove(&self, key: &str) -> Result<()> {
+        crate::io::remove_part(&self.path(key))
+    }
+
+    /// Stores an answer.
+    pub fn put(&self, key: &str, answer: &CachedAnswer) -> Result<()> {
+        let bytes = serde_json::to_vec(answer).map_err(Error::from)?;
+        write_file_atomic_unsynced(&self.path(key), &bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_get_and_damaged_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ResponseCache::new(dir.path());
+        let key = "ab".repeat(32);
+        assert_eq!(cache.get(&key), None);
+        let answer = CachedAnswer { content: "{}".into(), prompt_tokens: 3, completion_tokens: 1, tokens_estimated: false, latency_ms: 9 };
+        cache.put(&key, &answer).unwrap();
+        assert_eq!(cache.get(&key), Some(answer));
+        std::fs::write(cache.path(&key), b"{trunc").unwrap();
+        assert_eq!(cache.get(&key), None);
+    }
+}

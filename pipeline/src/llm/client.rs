@@ -1,0 +1,400 @@
+//! The client of an OpenAI-compatible chat endpoint: response cache first, then bounded
+//! concurrency, rate limits, a per-request timeout, and retries with exponential backoff and
+//! jitter on 429, 5xx, timeouts and connection errors (honouring `Retry-After`). Every HTTP
+//! attempt and every cache hit is recorded for the `llm_calls` table.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::sync::Semaphore;
+
+use super::cache::{CachedAnswer, ResponseCache};
+use super::limiter::RateLimiter;
+use crate::config::LlmConfig;
+use crate::error::Result;
+use crate::index::sha256_hex;
+use crate::tokens::TokenCounter;
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    /// Text.
+    pub content: String,
+}
+
+impl Message {
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Message { role: "system".into(), content: content.into() }
+    }
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Message { role: "user".into(), content: content.into() }
+    }
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Message { role: "assistant".into(), content: content.into() }
+    }
+}
+
+/// What a call is for (recorded in `llm_calls`).
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    /// Stage making the call.
+    pub stage: String,
+    /// Document concerned.
+    pub doc_id: Option<String>,
+    /// `items`, `summary`, `relations`, `query_entities`, `repair`, …
+    pub purpose: String,
+}
+
+/// A row of `llm_calls`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallRecord {
+    /// Stage.
+    pub stage: String,
+    /// Document.
+    pub doc_id: Option<String>,
+    /// Purpose.
+    pub purpose: String,
+    /// Model.
+    pub model: String,
+    /// SHA-256 of (model, prompt, sampling parameters): the same for the first call and every
+    /// cache hit of a request, so costs can be counted once per request.
+    pub request_id: String,
+    /// Prompt tokens (of the original call for a cache hit).
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Whether the counts are cl100k estimates (no `usage` in the answer).
+    pub tokens_estimated: bool,
+    /// Milliseconds this attempt took (0 for a cache hit).
+    pub latency_ms: u64,
+    /// Answered from the cache.
+    pub cached: bool,
+    /// `ok`, `http_<status>`, `timeout`, `connection`, `bad_response`.
+    pub status: String,
+}
+
+/// Why a call failed for good.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LlmError {
+    /// The server refused the request (a 4xx other than 429): retrying will not help.
+    #[error("the LLM endpoint answered HTTP {status}: {message}")]
+    Refused {
+        /// HTTP status.
+        status: u16,
+        /// Server message (truncated).
+        message: String,
+    },
+    /// Every attempt failed with a retryable error.
+    #[error("no answer after {attempts} attempts; last error: {last}")]
+    Exhausted {
+        /// Attempts made.
+        attempts: u32,
+        /// The last error.
+        last: String,
+    },
+}
+
+/// The client.
+pub struct LlmClient {
+    http: reqwest::Client,
+    config: LlmConfig,
+    api_key: Option<String>,
+    semaphore: Semaphore,
+    limiter: RateLimiter,
+    cache: ResponseCache,
+    counter: TokenCounter,
+    calls: Mutex<Vec<CallRecord>>,
+}
+
+impl std::fmt::Debug for LlmClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        f.debug_struct("LlmClient")
+            .field("base_url", &self.config.base_url)
+            .field("model", &self.config.model)
+            .field("api_key_env", &self.config.api_key_env)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How one attempt ended.
+enum Attempt {
+    Answer { content: String, usage: Option<(u64, u64)> },
+    Retry { status: String, error: String, after: Option<Duration> },
+    Fail(LlmError, String),
+}
+
+impl LlmClient {
+    /// A client for `config`, caching in the index at `index_root`. The API key is read from
+    /// the environment variable `config.api_key_env` (no key is sent when it is unset, which is
+    /// what local servers expect).
+    pub fn new(config: &LlmConfig, index_root: &std::path::Path) -> Result<LlmClient> {
+        let api_key = (!config.api_key_env.is_empty()).then(|| std::env::var(&config.api_key_env).ok()).flatten();
+        Self::with_api_key(config, index_root, api_key)
+    }
+
+    /// A client with an explicit API key (None or empty: no key is sent).
+    pub fn with_api_key(config: &LlmConfig, index_root: &std::path::Path, api_key: Option<String>) -> Result<LlmClient> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(config.timeout_secs))
+            .pool_max_idle_per_host(config.max_concurrency)
+            .build()
+            .map_err(|e| crate::Error::Config(format!("cannot set up the HTTP client: {e}")))?;
+        let api_key = api_key.filter(|k| !k.is_empty());
+        Ok(LlmClient {
+            http,
+            config: config.clone(),
+            api_key,
+            semaphore: Semaphore::new(config.max_concurrency),
+            limiter: RateLimiter::new(config.requests_per_minute, config.tokens_per_minute),
+            cache: ResponseCache::new(index_root),
+            counter: TokenCounter::cl100k(),
+            calls: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The model name.
+    pub fn model(&self) -> &str {
+        &self.config.model
+    }
+
+    /// The cache key of a request: model, full prompt and sampling parameters (never the key).
+    pub fn request_id(&self, messages: &[Message]) -> String {
+        let identity = json!({
+            "model": self.config.model,
+            "messages": messages,
+            "temperature": self.config.temperature,
+            "max_tokens": self.config.max_tokens,
+        });
+        sha256_hex(identity.to_string().as_bytes())
+    }
+
+    /// Drops the cached answer of a request, so that the next identical request is sent again
+    /// (used when an answer turned out to be unusable).
+    pub fn forget(&self, messages: &[Message]) {
+        let _ = self.cache.remove(&self.request_id(messages));
+    }
+
+    /// Sends a chat request (or answers it from the cache) and returns the answer text.
+    pub async fn chat(&self, context: &CallContext, messages: &[Message]) -> Result<String, LlmError> {
+        let key = self.request_id(messages);
+        if let Some(hit) = self.cache.get(&key) {
+            self.record(context, &key, hit.prompt_tokens, hit.completion_tokens, hit.tokens_estimated, 0, true, "ok");
+            return Ok(hit.content);
+        }
+        let _permit = self.semaphore.acquire().await.map_err(|_| LlmError::Exhausted { attempts: 0, last: "client closed".into() })?;
+        let prompt_estimate = messages.iter().map(|m| self.counter.count(&m.content) as u64 + 4).sum::<u64>();
+        let body = json!({
+            "model": self.config.model,
+            "messages": messages,
+            "temperature": self.config.temperature,
+            "max_tokens": self.config.max_tokens,
+        });
+        let mut last_error = String::new();
+        for attempt in 0..=self.config.max_retries {
+            let wait = self.limiter.reserve(prompt_estimate + u64::from(self.config.max_tokens.min(512)));
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            let started = Instant::now();
+            let outcome = self.attempt(&body).await;
+            let latency = started.elapsed().as_millis() as u64;
+            match outcome {
+                Attempt::Answer { content, usage } => {
+                    let (prompt, completion, estimated) = match usage {
+                        Some((p, c)) => (p, c, false),
+                        None => (prompt_estimate, self.counter.count(&content) as u64, true),
+                    };
+                    self.record(context, &key, prompt, completion, estimated, latency, false, "ok");
+                    let entry = CachedAnswer {
+                        content: content.clone(),
+                        prompt_tokens: prompt,
+                        completion_tokens: completion,
+                        tokens_estimated: estimated,
+                        latency_ms: latency,
+                    };
+                    // A cache that cannot be written costs a repeated request later, not this answer.
+                    let _ = self.cache.put(&key, &entry);
+                    return Ok(content);
+                }
+                Attempt::Fail(error, status) => {
+                    self.record(context, &key, 0, 0, false, latency, false, &status);
+                    return Err(error);
+                }
+                Attempt::Retry { status, error, after } => {
+                    self.record(context, &key, 0, 0, false, latency, false, &status);
+                    last_error = error;
+                    if attempt < self.config.max_retries {
+                        tokio::time::sleep(after.unwrap_or_else(|| self.backoff(attempt))).await;
+                    }
+                }
+            }
+        }
+        Err(LlmError::Exhausted { attempts: self.config.max_retries + 1, last: last_error })
+    }
+
+    /// Exponential backoff with jitter: a random delay between half and all of
+    /// `initial · 2^attempt`, capped.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let base = self.config.backoff_initial_ms.saturating_mul(1u64 << attempt.min(20)).min(self.config.backoff_max_ms);
+        Duration::from_millis(base / 2 + fastrand::u64(0..=base / 2))
+    }
+
+    async fn attempt(&self, body: &serde_json::Value) -> Attempt {
+        let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
+        let mut request = self.http.post(&url).json(body);
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = match request.send().await {
+            Ok(r) => r,
+            Err(e) => return self.transport_error(&e),
+        };
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(|s| Duration::from_secs_f64(s.min(self.config.backoff_max_ms as f64 / 1000.0)));
+        let text = match response.text().await {
+            Ok(t) => t,
+            Err(e) => return self.transport_error(&e),
+        };
+        if status.as_u16() == 429 || status.is_server_error() {
+            return Attempt::Retry {
+                status: format!("http_{}", status.as_u16()),
+                error: format!("HTTP {}: {}", status.as_u16(), self.redact(&text)),
+                after: retry_after,
+            };
+        }
+        if !status.is_success() {
+            let mut message = self.redact(&text);
+            if status.as_u16() == 401 && self.api_key.is_none() {
+                message.push_str(&format!(" (no API key was sent: set the environment variable {})", self.config.api_key_env));
+            }
+            return Attempt::Fail(LlmError::Refused { status: status.as_u16(), message }, format!("http_{}", status.as_u16()));
+        }
+        match parse_completion(&text) {
+            Ok((content, usage)) => Attempt::Answer { content, usage },
+            Err(e) => Attempt::Retry { status: "bad_response".into(), error: e, after: None },
+        }
+    }
+
+    fn transport_error(&self, e: &reqwest::Error) -> Attempt {
+        let status = if e.is_timeout() { "timeout" } else { "connection" };
+        Attempt::Retry { status: status.into(), error: self.redact(&format!("{status}: {e}")), after: None }
+    }
+
+    /// Server text for error messages: shortened, and never containing the key.
+    fn redact(&self, text: &str) -> String {
+        let mut s: String = text.chars().take(300).collect();
+        if let Some(key) = &self.api_key {
+            s = s.replace(key.as_str(), "[redacted]");
+        }
+        s
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record(&self, context: &CallContext, request_id: &str, prompt: u64, completion: u64, estimated: bool, latency_ms: u64, cached: bool, status: &str) {
+        let record = CallRecord {
+            stage: context.stage.clone(),
+            doc_id: context.doc_id.clone(),
+            purpose: context.purpose.clone(),
+            model: self.config.model.clone(),
+            request_id: request_id.to_owned(),
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            tokens_estimated: estimated,
+            latency_ms,
+            cached,
+            status: status.to_owned(),
+        };
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.push(record);
+        }
+    }
+
+    /// Every recorded call not yet drained.
+    pub fn calls(&self) -> Vec<CallRecord> {
+        self.calls.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    /// Takes the recorded calls of the documents for which `belongs` is true.
+    pub fn drain_calls(&self, belongs: impl Fn(Option<&str>) -> bool) -> Vec<CallRecord> {
+        let Ok(mut calls) = self.calls.lock() else { return Vec::new() };
+        let (taken, kept): (Vec<_>, Vec<_>) = calls.drain(..).partition(|c| belongs(c.doc_id.as_deref()));
+        *calls = kept;
+        taken
+    }
+}
+
+/// The answer text and usage of an OpenAI-style chat completion body.
+fn parse_completion(body: &str) -> Result<(String, Option<(u64, u64)>), String> {
+    #[derive(Deserialize)]
+    struct Completion {
+        choices: Vec<Choice>,
+        usage: Option<Usage>,
+    }
+    #[derive(Deserialize)]
+    struct Choice {
+        message: ChoiceMessage,
+    }
+    #[derive(Deserialize)]
+    struct ChoiceMessage {
+        content: Option<String>,
+    }
+    #[derive(Deserialize)]
+    struct Usage {
+        prompt_tokens: Option<u64>,
+        completion_tokens: Option<u64>,
+    }
+    let completion: Completion = serde_json::from_str(body).map_err(|e| format!("unreadable completion body: {e}"))?;
+    let content = completion
+        .choices
+        .into_iter()
+        .next()
+        .and_then(|c| c.message.content)
+        .ok_or_else(|| "the completion has no message content".to_owned())?;
+    let usage = completion.usage.and_then(|u| Some((u.prompt_tokens?, u.completion_tokens?)));
+    Ok((content, usage))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completions_parse_with_and_without_usage() {
+        let body = r#"{"choices":[{"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}"#;
+        assert_eq!(parse_completion(body).unwrap(), ("hi".to_owned(), Some((5, 1))));
+        let body = r#"{"choices":[{"message":{"content":"hi"}}]}"#;
+        assert_eq!(parse_completion(body).unwrap(), ("hi".to_owned(), None));
+        assert!(parse_completion(r#"{"choices":[]}"#).is_err());
+        assert!(parse_completion("<html>").is_err());
+    }
+
+    #[test]
+    fn request_ids_depend_on_model_prompt_and_sampling_but_not_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LlmConfig { base_url: "http://127.0.0.1:9".into(), model: "m".into(), api_key_env: "FLEXSTRUCT_TEST_NO_SUCH_KEY".into(), ..LlmConfig::default() };
+        let a = LlmClient::new(&config, dir.path()).unwrap();
+        let messages = [Message::user("x")];
+        let id = a.request_id(&messages);
+        let mut other = config.clone();
+        other.temperature = 0.5;
+        assert_ne!(id, LlmClient::new(&other, dir.path()).unwrap().request_id(&messages));
+        let mut other = config.clone();
+        other.api_key_env = "SOMETHING_ELSE".into();
+        assert_eq!(id, LlmClient::new(&other, dir.path()).unwrap().request_id(&messages));
+        assert_ne!(id, a.request_id(&[Message::user("y")]));
+    }
+}

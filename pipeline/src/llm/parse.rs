@@ -1,0 +1,267 @@
+//! Tolerant parsing of JSON answers: models wrap JSON in code fences, add prose around it,
+//! leave trailing commas, use smart quotes, or stop mid-answer. This recovers what can be
+//! recovered and says precisely what could not.
+
+use serde::de::DeserializeOwned;
+
+/// Parses the first JSON object or array in `answer` as `T`, repairing common damage.
+pub fn parse_json<T: DeserializeOwned>(answer: &str) -> Result<T, String> {
+    let Some(candidate) = json_candidate(answer) else {
+        return Err("the answer contains no JSON object or array".into());
+    };
+    let first_error = match serde_json::from_str::<T>(candidate) {
+        Ok(v) => return Ok(v),
+        Err(e) if e.classify() == serde_json::error::Category::Data => {
+            return Err(format!("the JSON does not have the requested shape: {e}"));
+        }
+        Err(e) => e,
+    };
+    let mut text = clean(candidate);
+    // A truncated answer: close what is open; if that does not parse, drop the last partial
+    // element and try again.
+    for _ in 0..64 {
+        let close = closers(&text);
+        // A string cut off mid-way is damaged content: drop its element instead of closing it.
+        if close.starts_with('"') {
+            match last_separator(&text) {
+                Some(cut) if cut > 0 => {
+                    text.truncate(cut);
+                    strip_trailing_comma(&mut text);
+                    continue;
+                }
+                _ => break,
+            }
+        }
+        let closed = format!("{text}{close}");
+        // A shape error here means the closed partial element lacks fields: cut it too.
+        if let Ok(v) = serde_json::from_str::<T>(&closed) {
+            return Ok(v);
+        }
+        match last_separator(&text) {
+            Some(cut) if cut > 0 => {
+                text.truncate(cut);
+                strip_trailing_comma(&mut text);
+            }
+            _ => break,
+        }
+    }
+    Err(format!("invalid JSON: {first_error}"))
+}
+
+/// The text from the first `{` or `[` to its matching bracket (or to the end when the answer
+/// was cut off).
+fn json_candidate(answer: &str) -> Option<&str> {
+    let start = answer.find(['{', '['])?;
+    let s = &answer[start..];
+    let mut scan = Scan::default();
+    for (i, c) in s.char_indices() {
+        if scan.step(c) == Some(0) {
+            return Some(&s[..=i]);
+        }
+    }
+    Some(s.trim_end().trim_end_matches("```").trim_end())
+}
+
+/// Tracks strings and nesting depth over JSON text.
+#[derive(Default)]
+struct Scan {
+    depth: i32,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl Scan {
+    /// Feeds one character; returns the new depth after a closing bracket.
+    fn step(&mut self, c: char) -> Option<i32> {
+        if self.in_string {
+            match c {
+                _ if self.escaped => self.escaped = false,
+                '\\' => self.escaped = true,
+                '"' => self.in_string = false,
+                _ => {}
+            }
+            return None;
+        }
+        match c {
+            '"' => self.in_string = true,
+            '{' | '[' => self.depth += 1,
+            '}' | ']' => {
+                self.depth -= 1;
+                return Some(self.depth);
+            }
+            _ => {}
+        }
+        None
+    }
+}
+
+/// Smart quotes outside strings become JSON quotes, `//` comments and trailing commas go.
+fn clean(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let chars: Vec<char> = s.chars().collect();
+    let mut in_string = false;
+    let mut smart = false;
+    let mut escaped = false;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if in_string {
+            match c {
+                _ if escaped => {
+                    escaped = false;
+                    out.push(c);
+                }
+                '\\' => {
+                    escaped = true;
+                    out.push(c);
+                }
+                '"' if !smart => {
+                    in_string = false;
+                    out.push(c);
+                }
+                '”' | '“' if smart => {
+                    in_string = false;
+                    out.push('"');
+                }
+                '"' => out.push_str("\\\""),
+                _ => out.push(c),
+            }
+        } else {
+            match c {
+                '"' | '“' | '”' => {
+                    out.push('"');
+                    in_string = true;
+                    smart = c != '"';
+                }
+                '/' if chars.get(i + 1) == Some(&'/') => {
+                    while i < chars.len() && chars[i] != '\n' {
+                        i += 1;
+                    }
+                    continue;
+                }
+                '}' | ']' => {
+                    strip_trailing_comma(&mut out);
+                    out.push(c);
+                }
+                _ => out.push(c),
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// What closes the strings and brackets left open at the end of `s`.
+fn closers(s: &str) -> String {
+    let mut open = Vec::new();
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in s.chars() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' => open.push('}'),
+            '[' => open.push(']'),
+            '}' | ']' => {
+                open.pop();
+            }
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    if in_string {
+        out.push('"');
+    }
+    out.extend(open.into_iter().rev());
+    out
+}
+
+fn strip_trailing_comma(out: &mut String) {
+    let trimmed = out.trim_end().len();
+    out.truncate(trimmed);
+    if out.ends_with(',') {
+        out.pop();
+    }
+}
+
+/// Byte offset of the last `,` or `:` outside strings, or just after the last opener: where the
+/// last (partial) element starts.
+fn last_separator(s: &str) -> Option<usize> {
+    let mut last = None;
+    let mut in_string = false;
+    let mut escaped = false;
+    for (i, c) in s.char_indices() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            ',' => last = Some(i),
+            // After an opener, unless it is the last character: then the opener itself goes.
+            '{' | '[' => last = Some(if i + 1 < s.len() { i + 1 } else { i }),
+            _ => {}
+        }
+    }
+    last.filter(|&l| l < s.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Items {
+        items: Vec<Item>,
+    }
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Item {
+        statement: String,
+        entities: Vec<String>,
+    }
+
+    fn items(answer: &str) -> Result<Vec<(String, usize)>, String> {
+        parse_json::<Items>(answer).map(|v| v.items.into_iter().map(|i| (i.statement, i.entities.len())).collect())
+    }
+
+    #[test]
+    fn fences_prose_trailing_commas_and_comments() {
+        let answer = "Here you go:\n```json\n{\"items\": [\n  {\"statement\": \"A {b}\", \"entities\": [\"A\",],}, // one\n]}\n```\nHope it helps.";
+        assert_eq!(items(answer).unwrap(), [("A {b}".to_owned(), 1)]);
+    }
+
+    #[test]
+    fn truncated_answers_keep_complete_elements() {
+        let answer = "{\"items\": [{\"statement\": \"one\", \"entities\": []}, {\"statement\": \"tw";
+        assert_eq!(items(answer).unwrap(), [("one".to_owned(), 0)]);
+        let answer = "{\"items\": [{\"statement\": \"one\", \"entities\": [\"x\", \"y\"";
+        // Closing what is open invents nothing: the element is kept as far as it goes.
+        assert_eq!(items(answer).unwrap(), [("one".to_owned(), 2)]);
+        let answer = "{\"items\": [{\"statement\": \"one\", \"entities\": [\"x\", \"y";
+        // ... but a string cut off mid-way is dropped, not completed.
+        assert_eq!(items(answer).unwrap(), [("one".to_owned(), 1)]);
+        let answer = "{\"items\": [{\"statement\": \"one\", \"entities\": [\"x\"]}, {\"statement\": \"two\", \"enti";
+        assert_eq!(items(answer).unwrap(), [("one".to_owned(), 1)]);
+    }
+
+    #[test]
+    fn smart_quotes_and_failures_are_explained() {
+        assert_eq!(items("{“items”: []}").unwrap(), []);
+        assert!(items("I could not find any items.").unwrap_err().contains("no JSON"));
+        assert!(items("{\"items\": [{\"statement\": 3, \"entities\": []}]}").unwrap_err().contains("shape"));
+    }
+}

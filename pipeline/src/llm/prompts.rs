@@ -1,0 +1,196 @@
+//! Our prompts, and asking for JSON with one repair round. Every prompt puts the instructions
+//! first and the variable text last, so that consecutive requests share the longest possible
+//! prefix (servers with prefix caching reuse it).
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use super::client::{CallContext, LlmClient, Message};
+use super::parse::parse_json;
+use crate::failures::{FailureKind, UnitError};
+
+/// Instructions for item extraction.
+const ITEMS_INSTRUCTIONS: &str = "\
+You turn a passage of a document into knowledge items for a retrieval index.
+
+An item is one self-contained statement of fact from the TARGET passage: who or what did what, \
+with which quantities, places, dates and conditions. A statement may involve any number of \
+entities (people, organisations, places, works, events, concepts, quantities, dates). Resolve \
+pronouns and vague references using the CONTEXT, but extract facts only from the TARGET.
+
+For every item give:
+- \"statement\": the fact in one clear sentence, with names written out in full;
+- \"span\": the exact words of the TARGET that support it, copied character for character \
+(one sentence or a few consecutive ones; do not paraphrase, shorten or fix it);
+- \"entities\": the entities the statement involves, as they are written in the TARGET.
+
+Cover every fact of the TARGET. Answer with JSON only, in this form:
+{\"items\": [{\"statement\": \"...\", \"span\": \"...\", \"entities\": [\"...\", \"...\"]}]}";
+
+/// Instructions for entity summaries.
+const SUMMARY_INSTRUCTIONS: &str = "\
+You write the summary of one entity for a retrieval index, from facts taken from one document. \
+Keep every name, number and date that matters; drop repetition; do not add anything that the \
+facts do not say. At most 120 words. Answer with JSON only: {\"summary\": \"...\"}";
+
+/// Instructions for pairwise relations.
+const RELATIONS_INSTRUCTIONS: &str = "\
+You extract explicit binary relations for a knowledge graph. You get an ANCHOR entity, numbered \
+FACTS about it (each with its source text), and the OTHER entities that appear in those facts. \
+List every relation between the anchor and another entity that a fact states explicitly; do not \
+infer relations the text does not state. For every relation give the \"source\" and \"target\" \
+entity names exactly as listed, a short \"relation\" sentence naming both, and the number of the \
+\"fact\" that supports it. Answer with JSON only: \
+{\"relations\": [{\"source\": \"...\", \"target\": \"...\", \"relation\": \"...\", \"fact\": 1}]}";
+
+/// Instructions for query entities.
+const QUERY_ENTITIES_INSTRUCTIONS: &str = "\
+List the entities a question asks about or mentions: people, organisations, places, works, \
+events, concepts, quantities, dates, written as in the question. Answer with JSON only: \
+{\"entities\": [\"...\"]}";
+
+/// The repair request after an unparseable answer.
+fn repair_request(error: &str) -> String {
+    format!(
+        "Your answer could not be read as the requested JSON ({error}). Answer again with only \
+         the JSON, complete and valid, and nothing else."
+    )
+}
+
+/// Messages of an item-extraction request: instructions, then the window, then the target.
+pub fn items_messages(window: &[&str], target: &str) -> Vec<Message> {
+    let mut user = String::new();
+    if !window.is_empty() {
+        user.push_str("CONTEXT (preceding passages, for reference only):\n<<<\n");
+        user.push_str(&window.join("\n\n"));
+        user.push_str("\n>>>\n\n");
+    }
+    user.push_str("TARGET:\n<<<\n");
+    user.push_str(target);
+    user.push_str("\n>>>");
+    vec![Message::system(ITEMS_INSTRUCTIONS), Message::user(user)]
+}
+
+/// Messages of an entity-summary request.
+pub fn summary_messages(entity: &str, facts: &[&str]) -> Vec<Message> {
+    let facts: Vec<String> = facts.iter().map(|f| format!("- {f}")).collect();
+    vec![Message::system(SUMMARY_INSTRUCTIONS), Message::user(format!("ENTITY: {entity}\nFACTS:\n{}", facts.join("\n")))]
+}
+
+/// Messages of a relations request: facts are (statement, source span) pairs, numbered from 1.
+pub fn relations_messages(anchor: &str, facts: &[(&str, &str)], others: &[&str]) -> Vec<Message> {
+    let mut user = format!("ANCHOR: {anchor}\nFACTS:\n");
+    for (i, (statement, span)) in facts.iter().enumerate() {
+        user.push_str(&format!("{}. {statement}\n   source: \"{span}\"\n", i + 1));
+    }
+    user.push_str(&format!("OTHER ENTITIES: {}", others.join("; ")));
+    vec![Message::system(RELATIONS_INSTRUCTIONS), Message::user(user)]
+}
+
+/// Messages of a query-entities request.
+pub fn query_entities_messages(question: &str) -> Vec<Message> {
+    vec![Message::system(QUERY_ENTITIES_INSTRUCTIONS), Message::user(format!("QUESTION: {question}"))]
+}
+
+/// Answer shape of item extraction.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ItemsAnswer {
+    /// Items.
+    pub items: Vec<ItemAnswer>,
+}
+
+/// One item.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ItemAnswer {
+    /// Statement.
+    pub statement: String,
+    /// Verbatim span.
+    #[serde(default)]
+    pub span: String,
+    /// Entity names.
+    #[serde(default)]
+    pub entities: Vec<String>,
+}
+
+/// Answer shape of a summary.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SummaryAnswer {
+    /// The summary.
+    pub summary: String,
+}
+
+/// Answer shape of relations.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RelationsAnswer {
+    /// Relations.
+    pub relations: Vec<RelationAnswer>,
+}
+
+/// One relation.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RelationAnswer {
+    /// Source entity name.
+    pub source: String,
+    /// Target entity name.
+    pub target: String,
+    /// Relation sentence.
+    pub relation: String,
+    /// Supporting fact number (1-based).
+    #[serde(default)]
+    pub fact: Option<usize>,
+}
+
+/// Answer shape of query entities.
+#[derive(Debug, Clone, Deserialize)]
+pub struct QueryEntitiesAnswer {
+    /// Entity names.
+    pub entities: Vec<String>,
+}
+
+/// Asks for JSON of shape `T`; an unreadable answer gets one repair round (the answer and the
+/// parse error go back to the model) before giving up.
+pub async fn ask_json<T: DeserializeOwned>(client: &LlmClient, context: &CallContext, messages: Vec<Message>) -> Result<T, UnitError> {
+    let llm_error = |e: super::client::LlmError| UnitError { kind: FailureKind::LlmError, message: e.to_string() };
+    let answer = client.chat(context, &messages).await.map_err(llm_error)?;
+    let error = match parse_json::<T>(&answer) {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    let mut repair = messages.clone();
+    repair.push(Message::assistant(answer));
+    repair.push(Message::user(repair_request(&error)));
+    let repair_context = CallContext { purpose: format!("{}_repair", context.purpose), ..context.clone() };
+    let answer = client.chat(&repair_context, &repair).await.map_err(llm_error)?;
+    parse_json::<T>(&answer).map_err(|e| {
+        // Unusable answers must not be served from the cache when the unit is retried.
+        client.forget(&repair);
+        client.forget(&messages);
+        UnitError { kind: FailureKind::Unparseable, message: format!("unreadable answer after a repair request: {e}") }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instructions_come_first_and_the_target_last() {
+        let m = items_messages(&["first chunk", "second chunk"], "the target");
+        assert_eq!(m[0].role, "system");
+        let user = &m[1].content;
+        let (w1, w2, t) = (user.find("first chunk").unwrap(), user.find("second chunk").unwrap(), user.find("the target").unwrap());
+        assert!(w1 < w2 && w2 < t);
+        assert!(!items_messages(&[], "x")[1].content.contains("CONTEXT"));
+        // Consecutive windows share the instructions and the leading window text.
+        let a = items_messages(&["c1", "c2"], "c3");
+        let b = items_messages(&["c1", "c2", "c3"], "c4");
+        assert_eq!(a[0], b[0]);
+        assert!(b[1].content.starts_with("CONTEXT (preceding passages, for reference only):\n<<<\nc1\n\nc2"));
+    }
+
+    #[test]
+    fn relation_facts_are_numbered_from_one() {
+        let m = relations_messages("Ortiz", &[("Ortiz chaired talks.", "Ortiz chaired")], &["talks"]);
+        assert!(m[1].content.contains("1. Ortiz chaired talks.\n   source: \"Ortiz chaired\""));
+    }
+}

@@ -1,0 +1,181 @@
+//! The LLM client against the local fake server: retries, Retry-After, timeouts, dropped
+//! connections, concurrency, caching, key hygiene, token accounting, repair rounds.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flexstruct_pipeline::config::LlmConfig;
+use flexstruct_pipeline::failures::FailureKind;
+use flexstruct_pipeline::llm::prompts::{ItemsAnswer, ask_json, items_messages};
+use flexstruct_pipeline::llm::{CallContext, LlmClient, LlmError, Message};
+use flexstruct_testkit::{FakeLlm, Reply};
+
+fn config(server: &FakeLlm) -> LlmConfig {
+    LlmConfig {
+        base_url: server.base_url(),
+        model: "fake-model".into(),
+        api_key_env: String::new(),
+        timeout_secs: 1,
+        max_concurrency: 4,
+        max_retries: 5,
+        backoff_initial_ms: 10,
+        backoff_max_ms: 2_000,
+        ..LlmConfig::default()
+    }
+}
+
+fn context() -> CallContext {
+    CallContext { stage: "test".into(), doc_id: Some("d1".into()), purpose: "items".into() }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+#[test]
+fn retryable_faults_are_retried_until_an_answer_comes() {
+    let server = FakeLlm::start(|_| Reply::content("fine"));
+    server.script([
+        Reply::Status { code: 429, retry_after: Some(0.3) },
+        Reply::Status { code: 500, retry_after: None },
+        Reply::Drop,
+        Reply::MalformedBody,
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let client = LlmClient::new(&config(&server), dir.path()).unwrap();
+    let started = Instant::now();
+    let answer = runtime().block_on(client.chat(&context(), &[Message::user("hello")])).unwrap();
+    assert_eq!(answer, "fine");
+    assert_eq!(server.request_count(), 5);
+    // Retry-After: 0.3 s was honoured.
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    let statuses: Vec<String> = client.calls().into_iter().map(|c| c.status).collect();
+    assert_eq!(statuses, ["http_429", "http_500", "connection", "bad_response", "ok"]);
+}
+
+#[test]
+fn a_slow_answer_times_out_and_is_retried() {
+    let server = FakeLlm::start(|_| Reply::content("fast"));
+    server.script([Reply::Slow { delay: Duration::from_millis(1_600), then: Box::new(Reply::content("late")) }]);
+    let dir = tempfile::tempdir().unwrap();
+    let client = LlmClient::new(&config(&server), dir.path()).unwrap();
+    let answer = runtime().block_on(client.chat(&context(), &[Message::user("hello")])).unwrap();
+    assert_eq!(answer, "fast");
+    let statuses: Vec<String> = client.calls().into_iter().map(|c| c.status).collect();
+    assert_eq!(statuses, ["timeout", "ok"]);
+}
+
+#[test]
+fn retries_run_out_and_refusals_are_not_retried() {
+    let server = FakeLlm::start(|_| Reply::Status { code: 503, retry_after: None });
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(&server);
+    cfg.max_retries = 2;
+    let client = LlmClient::new(&cfg, dir.path()).unwrap();
+    let err = runtime().block_on(client.chat(&context(), &[Message::user("x")])).unwrap_err();
+    assert!(matches!(err, LlmError::Exhausted { attempts: 3, .. }), "{err}");
+    assert_eq!(server.request_count(), 3);
+
+    let server = FakeLlm::start(|_| Reply::Status { code: 400, retry_after: None });
+    let client = LlmClient::new(&config(&server), dir.path()).unwrap();
+    let err = runtime().block_on(client.chat(&context(), &[Message::user("x")])).unwrap_err();
+    assert!(matches!(err, LlmError::Refused { status: 400, .. }), "{err}");
+    assert_eq!(server.request_count(), 1);
+}
+
+#[test]
+fn answers_are_cached_across_clients_and_usage_is_accounted() {
+    let server = FakeLlm::start(|_| Reply::Content { text: "an answer of a few words".into(), usage: false });
+    let dir = tempfile::tempdir().unwrap();
+    let messages = [Message::system("instructions"), Message::user("question")];
+    let first = LlmClient::new(&config(&server), dir.path()).unwrap();
+    runtime().block_on(first.chat(&context(), &messages)).unwrap();
+    let call = &first.calls()[0];
+    assert!(call.tokens_estimated && !call.cached && call.prompt_tokens > 0 && call.completion_tokens == 6);
+
+    // A new client on the same index (a rerun) asks nothing and reports the original cost.
+    let second = LlmClient::new(&config(&server), dir.path()).unwrap();
+    assert_eq!(runtime().block_on(second.chat(&context(), &messages)).unwrap(), "an answer of a few words");
+    assert_eq!(server.request_count(), 1);
+    let hit = &second.calls()[0];
+    assert!(hit.cached && hit.prompt_tokens == call.prompt_tokens && hit.request_id == call.request_id);
+}
+
+#[test]
+fn concurrency_never_exceeds_the_limit() {
+    let server = FakeLlm::start(|_| Reply::Slow { delay: Duration::from_millis(60), then: Box::new(Reply::content("ok")) });
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(&server);
+    cfg.max_concurrency = 3;
+    let client = Arc::new(LlmClient::new(&cfg, dir.path()).unwrap());
+    runtime().block_on(async {
+        let calls = (0..20).map(|i| {
+            let client = client.clone();
+            async move { client.chat(&context(), &[Message::user(format!("q{i}"))]).await }
+        });
+        for r in futures::future::join_all(calls).await {
+            r.unwrap();
+        }
+    });
+    assert_eq!(server.request_count(), 20);
+    assert_eq!(server.max_in_flight(), 3);
+}
+
+#[test]
+fn the_api_key_is_sent_but_never_stored_or_shown() {
+    let secret = "sk-test-0123456789abcdef";
+    let server = FakeLlm::start(move |r| {
+        if r.last_user_message() == "leak" {
+            Reply::Status { code: 401, retry_after: None }
+        } else {
+            Reply::content("ok")
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let client = LlmClient::with_api_key(&config(&server), dir.path(), Some(secret.into())).unwrap();
+    let rt = runtime();
+    rt.block_on(client.chat(&context(), &[Message::user("hello")])).unwrap();
+    assert_eq!(server.requests()[0].authorization.as_deref(), Some(format!("Bearer {secret}").as_str()));
+    let err = rt.block_on(client.chat(&context(), &[Message::user("leak")])).unwrap_err();
+    assert!(!err.to_string().contains(secret));
+    assert!(!format!("{client:?}").contains(secret));
+    // Nothing under the index holds the key.
+    for entry in walk(dir.path()) {
+        let bytes = std::fs::read(&entry).unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains(secret), "{}", entry.display());
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() { out.extend(walk(&p)) } else { out.push(p) }
+    }
+    out
+}
+
+#[test]
+fn unreadable_answers_get_one_repair_round() {
+    let good = r#"{"items": [{"statement": "A met B.", "span": "A met B.", "entities": ["A", "B"]}]}"#;
+    let server = FakeLlm::start(|_| Reply::content("I cannot answer in JSON, sorry."));
+    server.script([Reply::content("Here are the items: none, really."), Reply::content(format!("```json\n{good}\n```"))]);
+    let dir = tempfile::tempdir().unwrap();
+    let client = LlmClient::new(&config(&server), dir.path()).unwrap();
+    let rt = runtime();
+    let answer: ItemsAnswer = rt.block_on(ask_json(&client, &context(), items_messages(&[], "A met B."))).unwrap();
+    assert_eq!(answer.items.len(), 1);
+    let repair = &server.requests()[1];
+    assert!(repair.last_user_message().contains("could not be read as the requested JSON"));
+    assert_eq!(repair.body["messages"].as_array().unwrap().len(), 4);
+
+    // Twice unreadable: a failure of kind `unparseable`.
+    let err = rt.block_on(ask_json::<ItemsAnswer>(&client, &context(), items_messages(&[], "other"))).unwrap_err();
+    assert_eq!(err.kind, FailureKind::Unparseable);
+
+    // A truncated answer is repaired without asking again.
+    server.script([Reply::content(r#"{"items": [{"statement": "C.", "span": "C.", "entities": []}, {"statement": "D"#)]);
+    let before = server.request_count();
+    let answer: ItemsAnswer = rt.block_on(ask_json(&client, &context(), items_messages(&[], "third"))).unwrap();
+    assert_eq!((answer.items.len(), server.request_count() - before), (1, 1));
+}

@@ -1,0 +1,4 @@
+//! Integration tests of the pipeline library against real local services.
+#![allow(clippy::unwrap_used)]
+
+mod llm;

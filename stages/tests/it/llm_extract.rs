@@ -1,0 +1,187 @@
+//! The extract stage with the LLM backend, against the local fake server: items and call
+//! records, faults survived, failures recorded and retried, a killed run resumed without
+//! asking again what was answered.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use flexstruct_testkit::{FakeLlm, Reply, Request, items_from_target};
+
+use crate::util::*;
+
+/// A corpus of `docs` documents, each a few short paragraphs, chunked small.
+fn corpus_index(dir: &Path, name: &str, docs: usize) -> PathBuf {
+    let corpus = dir.join("corpus.jsonl");
+    if !corpus.exists() {
+        let lines: String = (0..docs)
+            .map(|d| {
+                let text = (0..4)
+                    .map(|p| format!("Station {d} of the Kestrel Survey logged {p} readings. Ana Lind checked them on day {p}."))
+                    .collect::<Vec<_>>()
+                    .join("\n\n");
+                serde_json::json!({"doc_id": format!("doc{d}"), "text": text}).to_string() + "\n"
+            })
+            .collect();
+        std::fs::write(&corpus, lines).unwrap();
+        std::fs::write(dir.join("small.toml"), "[index]\nbuckets = 4\n\n[chunk]\nct_min = 10\nct_max = 25\n").unwrap();
+    }
+    let index = dir.join(name);
+    let config = dir.join("small.toml");
+    let (ingest, chunk) = ingest_chunk(&index, &corpus, Some(&config));
+    assert_eq!((ingest.code, chunk.code), (0, 0), "{}{}", ingest.stderr, chunk.stderr);
+    index
+}
+
+fn llm_env(server: &FakeLlm, config: &Path) -> Vec<(String, String)> {
+    vec![
+        ("FLEXSTRUCT_CONFIG".into(), config.display().to_string()),
+        ("FLEXSTRUCT_EXTRACT__BACKEND".into(), "llm".into()),
+        ("FLEXSTRUCT_LLM__BASE_URL".into(), server.base_url()),
+        ("FLEXSTRUCT_LLM__MODEL".into(), "fake-model".into()),
+        ("FLEXSTRUCT_LLM__API_KEY_ENV".into(), "FAKE_LLM_KEY".into()),
+        ("FAKE_LLM_KEY".into(), "sk-never-stored".into()),
+        ("FLEXSTRUCT_LLM__MAX_CONCURRENCY".into(), "2".into()),
+        ("FLEXSTRUCT_LLM__BACKOFF_INITIAL_MS".into(), "5".into()),
+        ("FLEXSTRUCT_LLM__TIMEOUT_SECS".into(), "5".into()),
+    ]
+}
+
+fn extract(index: &Path, env: &[(String, String)]) -> Run {
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    run_env("extract", &["--index", index.to_str().unwrap()], &env)
+}
+
+/// Data files that a rerun must reproduce (logs and the cache left out).
+fn tables(index: &Path) -> BTreeMap<String, String> {
+    let mut files = data_files(index);
+    files.retain(|k, _| !k.starts_with("llm_calls") && !k.starts_with("llm_cache") && !k.rsplit('/').next().unwrap().starts_with('.'));
+    files
+}
+
+#[test]
+fn llm_items_are_located_and_every_call_is_recorded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = corpus_index(tmp.path(), "index", 3);
+    let server = FakeLlm::start(items_from_target);
+    server.script([Reply::Status { code: 429, retry_after: Some(0.05) }, Reply::Status { code: 500, retry_after: None }]);
+    let env = llm_env(&server, &tmp.path().join("small.toml"));
+    let out = extract(&index, &env);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+
+    let chunks = scalar(&index, "SELECT count(*) FROM chunks").as_i64().unwrap() as usize;
+    assert_eq!(server.request_count(), chunks + 2);
+    assert_eq!(scalar(&index, "SELECT count(*) FROM items WHERE extractor <> 'llm:fake-model'"), 0);
+    assert_eq!(scalar(&index, "SELECT count(*) FROM items WHERE ref_start IS NULL"), 0);
+    assert_eq!(
+        scalar(&index, "SELECT count(*) FROM items i JOIN documents d USING (doc_id) \
+                        WHERE substr(d.text, i.ref_start + 1, i.ref_end - i.ref_start) <> i.ref_text"),
+        0
+    );
+    let calls = query(&index, "SELECT status, count(*) AS n FROM llm_calls GROUP BY status ORDER BY status");
+    let calls: Vec<String> = calls.iter().map(|r| format!("{}={}", r["status"].as_str().unwrap(), r["n"])).collect();
+    assert_eq!(calls, ["http_429=1", "http_500=1", format!("ok={chunks}").as_str()]);
+    // The key went to the server and nowhere else.
+    assert!(server.requests().iter().all(|r| r.authorization.as_deref() == Some("Bearer sk-never-stored")));
+    for (file, _) in data_files(&index) {
+        let bytes = std::fs::read(index.join(&file)).unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains("sk-never-stored"), "{file}");
+    }
+
+    // A rerun asks nothing.
+    let before = server.request_count();
+    let again = extract(&index, &env);
+    assert!(again.stderr.contains(" 0 done,"), "{}", again.stderr);
+    assert_eq!(server.request_count(), before);
+}
+
+#[test]
+fn failed_chunks_are_recorded_and_only_they_are_asked_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = corpus_index(tmp.path(), "index", 3);
+    // Chunks that mention "day 2" get an answer that stays unreadable after the repair round.
+    let broken = FakeLlm::start(|r: &Request| {
+        if r.body["messages"][1]["content"].as_str().unwrap_or("").rsplit("TARGET:").next().unwrap_or("").contains("day 2") {
+            Reply::content("no json, sorry")
+        } else {
+            items_from_target(r)
+        }
+    });
+    let env = llm_env(&broken, &tmp.path().join("small.toml"));
+    let out = extract(&index, &env);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let failed = scalar(&index, "SELECT count(*) FROM failures WHERE stage = 'extract' AND kind = 'unparseable'").as_i64().unwrap();
+    assert!(failed > 0);
+    assert!(out.stderr.contains("unreadable answer after a repair request"), "{}", out.stderr);
+
+    // The endpoint is fixed: the rerun asks again for the failed chunks only.
+    let fixed = FakeLlm::start(items_from_target);
+    let out = extract(&index, &llm_env(&fixed, &tmp.path().join("small.toml")));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(fixed.request_count() as i64, failed);
+    assert_eq!(scalar(&index, "SELECT count(*) FROM failures"), 0);
+    let chunks_without_items =
+        scalar(&index, "SELECT count(*) FROM chunks c LEFT JOIN items i USING (doc_id, chunk_idx) WHERE i.item_idx IS NULL");
+    assert_eq!(chunks_without_items, 0);
+}
+
+#[test]
+fn a_killed_run_resumes_without_asking_again_and_ends_with_the_same_tables() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slow = |r: &Request| Reply::Slow { delay: Duration::from_millis(25), then: Box::new(items_from_target(r)) };
+
+    let reference = corpus_index(tmp.path(), "reference", 24);
+    let server = FakeLlm::start(slow);
+    let env = llm_env(&server, &tmp.path().join("small.toml"));
+    assert_eq!(extract(&reference, &env).code, 0);
+    let total = server.request_count();
+
+    let index = corpus_index(tmp.path(), "index", 24);
+    let server = FakeLlm::start(slow);
+    let env = llm_env(&server, &tmp.path().join("small.toml"));
+    let mut child = std::process::Command::new(bin("extract"));
+    child.args(["--index", index.to_str().unwrap()]).stderr(std::process::Stdio::null());
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("FLEXSTRUCT_")) {
+        child.env_remove(k);
+    }
+    let mut child = child.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str()))).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let first: Vec<String> = server.requests().iter().map(|r| r.body.to_string()).collect();
+    assert!(!first.is_empty() && first.len() < total, "the kill should land mid-run ({} of {total})", first.len());
+
+    let out = extract(&index, &env);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let all: Vec<String> = server.requests().iter().map(|r| r.body.to_string()).collect();
+    let asked_before: HashSet<&String> = first.iter().collect();
+    let repeated = all[first.len()..].iter().filter(|b| asked_before.contains(b)).count();
+    // Only requests that were still in flight when the run was killed (at most the concurrency
+    // limit) can be asked again; everything answered came from the cache.
+    assert!(repeated <= 2, "{repeated} requests were sent twice");
+    assert_eq!(all.len() - repeated, total);
+    assert_eq!(tables(&reference), tables(&index));
+}
+
+#[test]
+fn the_llm_writes_summaries_above_tau_s_and_relations_around_anchors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = corpus_index(tmp.path(), "index", 3);
+    let server = FakeLlm::start(flexstruct_testkit::pipeline_responder);
+    let mut env = llm_env(&server, &tmp.path().join("small.toml"));
+    env.push(("FLEXSTRUCT_HYPERGRAPH__TAU_S".into(), "1".into()));
+    env.push(("FLEXSTRUCT_GRAPH__TAU_E".into(), "1".into()));
+    let env_refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let i = index.to_str().unwrap();
+    for stage in ["extract", "hypergraph", "graph"] {
+        let out = run_env(stage, &["--index", i], &env_refs);
+        assert_eq!(out.code, 0, "{stage}: {}", out.stderr);
+    }
+    assert_eq!(scalar(&index, "SELECT count(*) FROM entities WHERE hyperdegree > 1 AND summary NOT LIKE 'Summary of %'"), 0);
+    assert_eq!(scalar(&index, "SELECT count(*) FROM entities WHERE hyperdegree <= 1 AND summary LIKE 'Summary of %'"), 0);
+    assert!(scalar(&index, "SELECT count(*) FROM edges WHERE text LIKE '% is related to %'").as_i64().unwrap() > 0);
+    assert_eq!(scalar(&index, "SELECT count(*) FROM edges e LEFT JOIN hyperedges h USING (hyperedge_id) WHERE h.text IS NULL"), 0);
+    let purposes = query(&index, "SELECT DISTINCT stage, purpose FROM llm_calls ORDER BY stage");
+    let purposes: Vec<String> = purposes.iter().map(|r| format!("{}/{}", r["stage"].as_str().unwrap(), r["purpose"].as_str().unwrap())).collect();
+    assert_eq!(purposes, ["extract/items", "graph/relations", "hypergraph/summary"]);
+}

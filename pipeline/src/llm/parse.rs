@@ -53,46 +53,43 @@ pub fn parse_json<T: DeserializeOwned>(answer: &str) -> Result<T, String> {
 fn json_candidate(answer: &str) -> Option<&str> {
     let start = answer.find(['{', '['])?;
     let s = &answer[start..];
-    let mut scan = Scan::default();
-    for (i, c) in s.char_indices() {
-        if scan.step(c) == Some(0) {
-            return Some(&s[..=i]);
+    let mut depth = 0i32;
+    for (i, c) in structure(s).0 {
+        match c {
+            '{' | '[' => depth += 1,
+            '}' | ']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(&s[..=i]);
+                }
+            }
+            _ => {}
         }
     }
     Some(s.trim_end().trim_end_matches("```").trim_end())
 }
 
-/// Tracks strings and nesting depth over JSON text.
-#[derive(Default)]
-struct Scan {
-    depth: i32,
-    in_string: bool,
-    escaped: bool,
-}
-
-impl Scan {
-    /// Feeds one character; returns the new depth after a closing bracket.
-    fn step(&mut self, c: char) -> Option<i32> {
-        if self.in_string {
+/// The characters of JSON text that lie outside string literals (quotes excluded), with their
+/// byte offsets, and whether the text ends inside a string.
+fn structure(s: &str) -> (Vec<(usize, char)>, bool) {
+    let mut out = Vec::new();
+    let mut in_string = false;
+    let mut escaped = false;
+    for (i, c) in s.char_indices() {
+        if in_string {
             match c {
-                _ if self.escaped => self.escaped = false,
-                '\\' => self.escaped = true,
-                '"' => self.in_string = false,
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
                 _ => {}
             }
-            return None;
+        } else if c == '"' {
+            in_string = true;
+        } else {
+            out.push((i, c));
         }
-        match c {
-            '"' => self.in_string = true,
-            '{' | '[' => self.depth += 1,
-            '}' | ']' => {
-                self.depth -= 1;
-                return Some(self.depth);
-            }
-            _ => {}
-        }
-        None
     }
+    (out, in_string)
 }
 
 /// Smart quotes outside strings become JSON quotes, `//` comments and trailing commas go.
@@ -153,21 +150,10 @@ fn clean(s: &str) -> String {
 
 /// What closes the strings and brackets left open at the end of `s`.
 fn closers(s: &str) -> String {
+    let (structural, in_string) = structure(s);
     let mut open = Vec::new();
-    let mut in_string = false;
-    let mut escaped = false;
-    for c in s.chars() {
-        if in_string {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
+    for (_, c) in structural {
         match c {
-            '"' => in_string = true,
             '{' => open.push('}'),
             '[' => open.push(']'),
             '}' | ']' => {
@@ -192,24 +178,12 @@ fn strip_trailing_comma(out: &mut String) {
     }
 }
 
-/// Byte offset of the last `,` or `:` outside strings, or just after the last opener: where the
-/// last (partial) element starts.
+/// Byte offset of the last `,` outside strings, or just after the last opener: where the last
+/// (partial) element starts.
 fn last_separator(s: &str) -> Option<usize> {
     let mut last = None;
-    let mut in_string = false;
-    let mut escaped = false;
-    for (i, c) in s.char_indices() {
-        if in_string {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
+    for (i, c) in structure(s).0 {
         match c {
-            '"' => in_string = true,
             ',' => last = Some(i),
             // After an opener, unless it is the last character: then the opener itself goes.
             '{' | '[' => last = Some(if i + 1 < s.len() { i + 1 } else { i }),

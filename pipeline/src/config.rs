@@ -42,8 +42,64 @@ pub struct Config {
     pub hypergraph: HypergraphConfig,
     /// The graph stage.
     pub graph: GraphConfig,
+    /// The embed stage.
+    pub embed: EmbedConfig,
+    /// The cluster stage (SSC).
+    pub cluster: ClusterConfig,
     /// The LLM endpoint; absent means no LLM is configured (the rules backend runs).
     pub llm: Option<LlmConfig>,
+}
+
+/// The cluster stage (structure-aware semantic clustering).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// α: weight of positional distance |k_i − k_j| against cosine distance.
+    pub alpha: f32,
+    /// HDBSCAN minimum cluster size.
+    pub min_cluster_size: usize,
+    /// HDBSCAN min_samples (neighbourhood size of core distances).
+    pub min_samples: usize,
+    /// Most hyperedges clustered at once; longer documents go in overlapping windows (the
+    /// distance matrix is max_window² floats: 3,000 → 36 MB per concurrent document).
+    pub max_window: usize,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig { alpha: 0.1, min_cluster_size: 3, min_samples: 2, max_window: 3000 }
+    }
+}
+
+impl ClusterConfig {
+    /// Checks the values.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.alpha.is_finite() && self.alpha >= 0.0) {
+            return Err(Error::Config(format!("cluster.alpha must be a finite number >= 0, not {}", self.alpha)));
+        }
+        if self.min_cluster_size < 2 || self.max_window < 4 {
+            return Err(Error::Config("cluster.min_cluster_size must be at least 2 and cluster.max_window at least 4".into()));
+        }
+        Ok(())
+    }
+}
+
+/// The embed stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmbedConfig {
+    /// `all-MiniLM-L6-v2` (in process, the default) or `hashing-<dim>` (tests only).
+    pub model: String,
+    /// Folder of the MiniLM files (`make model` fills it).
+    pub model_dir: std::path::PathBuf,
+    /// Texts per forward pass.
+    pub batch_size: usize,
+}
+
+impl Default for EmbedConfig {
+    fn default() -> Self {
+        EmbedConfig { model: "all-MiniLM-L6-v2".into(), model_dir: "data/models/all-MiniLM-L6-v2".into(), batch_size: 64 }
+    }
 }
 
 /// An OpenAI-compatible chat endpoint (OpenAI, DashScope, vLLM, Ollama, llama.cpp server, …).
@@ -269,6 +325,7 @@ impl Config {
                 e.g_overlap, e.g_max
             )));
         }
+        self.cluster.validate()?;
         if let Some(llm) = &self.llm {
             if llm.base_url.trim().is_empty() || llm.model.trim().is_empty() {
                 return Err(Error::Config("llm.base_url and llm.model must both be set when [llm] is given".into()));

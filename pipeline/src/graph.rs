@@ -40,7 +40,7 @@ pub fn run(ctx: &RunContext<'_>) -> Result<StageMetrics> {
         outputs: vec![Table::Edges],
     };
     let runner = Runner::for_config(&ctx.config, ctx.index.root())?;
-    let mut metrics = run_buckets(ctx, &stage, |inputs| {
+    let mut metrics = run_buckets(ctx, &stage, |_, inputs| {
         build_bucket(&inputs[0], &inputs[1], &inputs[2], &config, runner.as_ref())
     })?;
     metrics.details.insert("relations".into(), if runner.is_some() { "llm" } else { "rules" }.into());

@@ -45,7 +45,7 @@ pub fn run(ctx: &RunContext<'_>) -> Result<StageMetrics> {
         outputs: vec![Table::Hyperedges, Table::HyperedgeEntities, Table::Entities],
     };
     let runner = Runner::for_config(&ctx.config, ctx.index.root())?;
-    let mut metrics = run_buckets(ctx, &stage, |inputs| build_bucket(&inputs[0], &inputs[1], tau_s, runner.as_ref()))?;
+    let mut metrics = run_buckets(ctx, &stage, |_, inputs| build_bucket(&inputs[0], &inputs[1], tau_s, runner.as_ref()))?;
     metrics.details.insert("summaries".into(), if runner.is_some() { "llm above tau_s" } else { "rules" }.into());
     Ok(metrics)
 }

@@ -22,7 +22,9 @@
 #![warn(missing_docs)]
 
 pub mod chunk;
+pub mod cluster;
 pub mod config;
+pub mod embed;
 pub mod error;
 pub mod extract;
 pub mod failures;
@@ -32,6 +34,7 @@ pub mod index;
 pub mod ingest;
 pub mod io;
 pub mod llm;
+pub mod merge;
 pub mod sql;
 pub mod stage;
 pub mod text;

@@ -84,10 +84,22 @@ impl IndexSql {
             let dir = index.table_dir(table);
             let url = ListingTableUrl::parse(format!("{}/", dir.display()))?;
             let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
-            let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(table.schema());
+            // Vector columns have the width of their model: take the schema from a part file.
+            let schema = if table.schema().field_with_name(flexstruct_schemas::col::EMBEDDING).is_ok() {
+                file_schema(&parts[0])?
+            } else {
+                table.schema()
+            };
+            let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(schema);
             ctx.register_table(name.as_str(), Arc::new(ListingTable::try_new(config)?))?;
         }
         Ok(IndexSql { ctx })
+    }
+
+    /// The DataFusion session (for the pipeline's own queries, which are not read-only
+    /// checked; people's queries go through [`IndexSql::run`]).
+    pub fn context(&self) -> &SessionContext {
+        &self.ctx
     }
 
     /// Runs every statement of `sql` (separated by `;`) and returns each one's rows.
@@ -112,6 +124,14 @@ impl IndexSql {
         }
         Ok(results)
     }
+}
+
+/// The Arrow schema stored in a Parquet file.
+fn file_schema(path: &std::path::Path) -> Result<arrow::datatypes::SchemaRef> {
+    let file = std::fs::File::open(path).map_err(Error::io("opening", path))?;
+    let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(Error::parquet("reading the Parquet footer", path))?;
+    Ok(builder.schema().clone())
 }
 
 fn abbreviate(s: &str, max: usize) -> String {

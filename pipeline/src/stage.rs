@@ -138,11 +138,11 @@ enum BucketResult {
 }
 
 /// Runs a per-document stage over the buckets of the context's shard, in parallel.
-/// `process` gets the rows of one bucket of each input table (in the declared order) and
-/// returns the rows of each output table.
+/// `process` gets the bucket number and the rows of that bucket of each input table (in the
+/// declared order) and returns the rows of each output table.
 pub fn run_buckets<F>(ctx: &RunContext<'_>, stage: &BucketStage, process: F) -> Result<StageMetrics>
 where
-    F: Fn(&[Vec<RecordBatch>]) -> Result<BucketOutput> + Sync,
+    F: Fn(u32, &[Vec<RecordBatch>]) -> Result<BucketOutput> + Sync,
 {
     let started = Instant::now();
     ctx.index.check_shard(ctx.shard)?;
@@ -200,7 +200,7 @@ where
 
 fn run_bucket<F>(ctx: &RunContext<'_>, stage: &BucketStage, bucket: u32, process: &F) -> Result<BucketResult>
 where
-    F: Fn(&[Vec<RecordBatch>]) -> Result<BucketOutput>,
+    F: Fn(u32, &[Vec<RecordBatch>]) -> Result<BucketOutput>,
 {
     let index = &ctx.index;
     let inputs: Vec<PathBuf> = stage.inputs.iter().map(|&t| index.bucket_path(t, bucket)).collect();
@@ -237,7 +237,7 @@ where
     for (path, &table) in inputs.iter().zip(&stage.inputs) {
         rows.push(if path.exists() { read_part(path, table)? } else { Vec::new() });
     }
-    let output = process(&rows)?;
+    let output = process(bucket, &rows)?;
     if output.tables.len() != stage.outputs.len() {
         return Err(Error::Internal(format!(
             "stage {} returned {} tables, declared {}",

@@ -72,6 +72,7 @@ pub mod col {
     pub const ID: &str = "id";
     pub const MODEL: &str = "model";
     pub const EMBEDDING: &str = "embedding";
+    pub const INPUT_SHA256: &str = "input_sha256";
 
     pub const ALIAS: &str = "alias";
     pub const ORIGIN: &str = "origin";
@@ -347,6 +348,7 @@ fn fields(table: Table) -> Vec<Field> {
             utf8(ID),
             utf8(DOC_ID),
             utf8(MODEL),
+            utf8(INPUT_SHA256),
             embedding(false),
         ],
         Table::LlmCalls => vec![
@@ -637,9 +639,9 @@ mod tests {
     #[test]
     fn embeddings_of_any_width_pass() {
         let mut f = fields(Table::Embeddings);
-        f[4] = Field::new(col::EMBEDDING, embedding_type(1536), false);
+        f[5] = Field::new(col::EMBEDDING, embedding_type(1536), false);
         check_schema(Table::Embeddings, &Schema::new(f.clone()), "x").unwrap();
-        f[4] = Field::new(
+        f[5] = Field::new(
             col::EMBEDDING,
             DataType::FixedSizeList(Arc::new(Field::new_list_field(DataType::Float64, false)), 8),
             false,

@@ -31,7 +31,7 @@ pub fn run(ctx: &RunContext<'_>) -> Result<StageMetrics> {
         outputs: vec![Table::Chunks],
     };
     let counter = TokenCounter::cl100k();
-    let mut metrics = run_buckets(ctx, &stage, |inputs| chunk_bucket(&inputs[0], params, &counter))?;
+    let mut metrics = run_buckets(ctx, &stage, |_, inputs| chunk_bucket(&inputs[0], params, &counter))?;
     metrics.details.insert("ct_min".into(), params.ct_min.into());
     metrics.details.insert("ct_max".into(), params.ct_max.into());
     Ok(metrics)

@@ -120,7 +120,7 @@ pub fn run_with(ctx: &RunContext<'_>, extractor: &dyn Extractor, runner: Option<
         outputs: vec![Table::Items],
     };
     let totals = std::sync::Mutex::new(ExtractCounts::default());
-    let mut metrics = run_buckets(ctx, &stage, |inputs| {
+    let mut metrics = run_buckets(ctx, &stage, |_, inputs| {
         let (mut output, counts, doc_ids) = extract_bucket(&inputs[1], &inputs[0], window, extractor)?;
         totals.lock().map_err(|_| Error::Internal("counter lock poisoned".into()))?.add(&counts);
         if let Some(runner) = runner {

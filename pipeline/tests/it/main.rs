@@ -1,4 +1,5 @@
 //! Integration tests of the pipeline library against real local services.
 #![allow(clippy::unwrap_used)]
 
+mod embed;
 mod llm;

@@ -5,5 +5,6 @@ mod util;
 
 mod construct;
 mod ingest_chunk;
+mod kb;
 mod llm_extract;
 mod sql;

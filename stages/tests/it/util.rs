@@ -29,6 +29,9 @@ pub fn bin(name: &str) -> PathBuf {
         "extract" => env!("CARGO_BIN_EXE_flexstruct-extract").into(),
         "hypergraph" => env!("CARGO_BIN_EXE_flexstruct-hypergraph").into(),
         "graph" => env!("CARGO_BIN_EXE_flexstruct-graph").into(),
+        "embed" => env!("CARGO_BIN_EXE_flexstruct-embed").into(),
+        "cluster" => env!("CARGO_BIN_EXE_flexstruct-cluster").into(),
+        "merge" => env!("CARGO_BIN_EXE_flexstruct-merge").into(),
         other => panic!("no binary {other}"),
     }
 }

@@ -1,0 +1,209 @@
+//! Embedders: all-MiniLM-L6-v2 in process (candle), and feature hashing for fast tests.
+
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use rayon::prelude::*;
+use tokenizers::{Tokenizer, TruncationParams};
+
+use crate::error::{Error, Result};
+use crate::index::sha256_hex;
+
+/// Turns texts into L2-normalised vectors.
+pub trait Embedder: Send + Sync {
+    /// Model name stored with every vector.
+    fn model(&self) -> &str;
+    /// Vector dimension.
+    fn dim(&self) -> usize;
+    /// One vector per text, in order.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>>;
+}
+
+/// Name of the default model.
+pub const MINILM: &str = "all-MiniLM-L6-v2";
+
+fn candle_error(what: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
+    move |e| Error::Internal(format!("{what}: {e}"))
+}
+
+/// all-MiniLM-L6-v2 exactly as sentence-transformers runs it: inputs truncated at 256 tokens,
+/// padded to the longest input of each batch, mean pooling over the attention mask, L2
+/// normalisation.
+pub struct MiniLm {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    device: Device,
+    batch_size: usize,
+}
+
+impl std::fmt::Debug for MiniLm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MiniLm").field("batch_size", &self.batch_size).finish_non_exhaustive()
+    }
+}
+
+impl MiniLm {
+    /// Loads the model from a folder with `config.json`, `model.safetensors`, `tokenizer.json`
+    /// and `sentence_bert_config.json` (what `make model` unpacks).
+    pub fn load(dir: &Path, batch_size: usize) -> Result<MiniLm> {
+        let missing = |name: &str| Error::Config(format!(
+            "embedding model file {} is missing; run `make model` to fetch all-MiniLM-L6-v2",
+            dir.join(name).display()
+        ));
+        for name in ["config.json", "model.safetensors", "tokenizer.json", "sentence_bert_config.json"] {
+            if !dir.join(name).is_file() {
+                return Err(missing(name));
+            }
+        }
+        let read = |name: &str| std::fs::read(dir.join(name)).map_err(Error::io("reading the embedding model", dir.join(name)));
+        let config: BertConfig = serde_json::from_slice(&read("config.json")?)?;
+        let st_config: serde_json::Value = serde_json::from_slice(&read("sentence_bert_config.json")?)?;
+        let max_len = st_config["max_seq_length"].as_u64().unwrap_or(256) as usize;
+        let device = Device::Cpu;
+        let weights = candle_core::safetensors::load(dir.join("model.safetensors"), &device)
+            .map_err(candle_error("loading model.safetensors"))?;
+        let vb = VarBuilder::from_tensors(weights, DType::F32, &device);
+        let model = BertModel::load(vb, &config).map_err(candle_error("building the BERT model"))?;
+        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
+            .map_err(|e| Error::Config(format!("{}: {e}", dir.join("tokenizer.json").display())))?;
+        // The shipped tokenizer pads and truncates at 128; sentence-transformers truncates at
+        // max_seq_length and pads per batch (done below).
+        tokenizer.with_padding(None);
+        tokenizer
+            .with_truncation(Some(TruncationParams { max_length: max_len, ..TruncationParams::default() }))
+            .map_err(|e| Error::Config(format!("tokenizer truncation: {e}")))?;
+        Ok(MiniLm { model, tokenizer, device, batch_size: batch_size.max(1) })
+    }
+
+    /// Embeds one batch of token-id sequences.
+    fn embed_batch(&self, ids: &[&[u32]]) -> Result<Vec<Vec<f32>>> {
+        let longest = ids.iter().map(|i| i.len()).max().unwrap_or(0).max(1);
+        let mut input = Vec::with_capacity(ids.len() * longest);
+        let mut mask = Vec::with_capacity(ids.len() * longest);
+        for seq in ids {
+            input.extend(seq.iter().copied());
+            input.extend(std::iter::repeat_n(0u32, longest - seq.len()));
+            mask.extend(std::iter::repeat_n(1u32, seq.len()));
+            mask.extend(std::iter::repeat_n(0u32, longest - seq.len()));
+        }
+        let shape = (ids.len(), longest);
+        let err = candle_error("running MiniLM");
+        let input = Tensor::from_vec(input, shape, &self.device).map_err(&err)?;
+        let mask = Tensor::from_vec(mask, shape, &self.device).map_err(&err)?;
+        let types = input.zeros_like().map_err(&err)?;
+        let hidden = self.model.forward(&input, &types, Some(&mask)).map_err(&err)?;
+        // Mean over real tokens, then L2 normalisation.
+        let mask = mask.to_dtype(DType::F32).map_err(&err)?.unsqueeze(2).map_err(&err)?;
+        let summed = hidden.broadcast_mul(&mask).map_err(&err)?.sum(1).map_err(&err)?;
+        let counts = mask.sum(1).map_err(&err)?.clamp(1e-9, f64::MAX).map_err(&err)?;
+        let mean = summed.broadcast_div(&counts).map_err(&err)?;
+        let norm = mean.sqr().map_err(&err)?.sum_keepdim(1).map_err(&err)?.sqrt().map_err(&err)?.clamp(1e-12, f64::MAX).map_err(&err)?;
+        mean.broadcast_div(&norm).map_err(&err)?.to_vec2::<f32>().map_err(&err)
+    }
+}
+
+impl Embedder for MiniLm {
+    fn model(&self) -> &str {
+        MINILM
+    }
+
+    fn dim(&self) -> usize {
+        384
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| Error::Internal(format!("tokenizing for MiniLM: {e}")))?;
+        // Batch by length so that little padding is computed; batches run on both cores.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].get_ids().len()));
+        let batches: Vec<&[usize]> = order.chunks(self.batch_size).collect();
+        let vectors: Vec<Vec<Vec<f32>>> = batches
+            .par_iter()
+            .map(|batch| {
+                let ids: Vec<&[u32]> = batch.iter().map(|&i| encodings[i].get_ids()).collect();
+                self.embed_batch(&ids)
+            })
+            .collect::<Result<_>>()?;
+        let mut out = vec![Vec::new(); texts.len()];
+        for (batch, batch_vectors) in batches.iter().zip(vectors) {
+            for (&i, v) in batch.iter().zip(batch_vectors) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Signed feature hashing of lowercase word unigrams and bigrams into `dim` buckets,
+/// L2-normalised. Fast and deterministic, for tests only: it knows nothing of meaning.
+#[derive(Debug, Clone)]
+pub struct HashingEmbedder {
+    dim: usize,
+    name: String,
+}
+
+impl HashingEmbedder {
+    /// A hashing embedder of dimension `dim`.
+    pub fn new(dim: usize) -> Self {
+        HashingEmbedder { dim: dim.max(1), name: format!("hashing-{}", dim.max(1)) }
+    }
+}
+
+impl Embedder for HashingEmbedder {
+    fn model(&self) -> &str {
+        &self.name
+    }
+
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let words: Vec<String> =
+                    t.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+                let mut v = vec![0f32; self.dim];
+                let features = words.iter().cloned().chain(words.windows(2).map(|w| format!("{} {}", w[0], w[1])));
+                for f in features {
+                    let h = sha256_hex(f.as_bytes());
+                    let bucket = usize::from_str_radix(&h[..8], 16).unwrap_or(0) % self.dim;
+                    let sign = if h.as_bytes()[8].is_multiple_of(2) { 1.0 } else { -1.0 };
+                    v[bucket] += sign;
+                }
+                normalise(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
+/// Scales `v` to unit length (a zero vector stays zero).
+pub fn normalise(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashing_vectors_are_unit_length_and_similar_for_shared_words() {
+        let e = HashingEmbedder::new(64);
+        let v = e.embed(&["the river fell", "the river rose", "orchard apples", ""]).unwrap();
+        let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+        assert!((dot(&v[0], &v[0]) - 1.0).abs() < 1e-5);
+        assert!(dot(&v[0], &v[1]) > dot(&v[0], &v[2]));
+        assert!(v[3].iter().all(|x| *x == 0.0));
+        assert_eq!(e.model(), "hashing-64");
+    }
+}

@@ -1,0 +1,55 @@
+//! all-MiniLM-L6-v2 in candle against reference vectors computed once by an independent numpy
+//! implementation (`scripts/minilm_reference.py`), committed as a fixture.
+
+use std::path::PathBuf;
+
+use flexstruct_pipeline::embed::{Embedder, MiniLm};
+
+fn model_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/models/all-MiniLM-L6-v2");
+    assert!(dir.join("model.safetensors").is_file(), "the MiniLM weights are missing: run `make model` (make test does)");
+    dir
+}
+
+#[derive(serde::Deserialize)]
+struct Reference {
+    sentences: Vec<String>,
+    vectors: Vec<Vec<f64>>,
+}
+
+fn reference() -> Reference {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/minilm_reference.json");
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+#[test]
+fn minilm_matches_the_reference_within_1e_4() {
+    let reference = reference();
+    // Batch size 4 mixes lengths (one input is longer than the 256-token limit) and padding.
+    let model = MiniLm::load(&model_dir(), 4).unwrap();
+    let texts: Vec<&str> = reference.sentences.iter().map(String::as_str).collect();
+    let vectors = model.embed(&texts).unwrap();
+    let mut worst = 0f64;
+    for (got, want) in vectors.iter().zip(&reference.vectors) {
+        assert_eq!(got.len(), 384);
+        for (g, w) in got.iter().zip(want) {
+            worst = worst.max((f64::from(*g) - w).abs());
+        }
+    }
+    assert!(worst <= 1e-4, "max abs difference {worst}");
+}
+
+#[test]
+fn batching_does_not_change_vectors() {
+    let reference = reference();
+    let model = MiniLm::load(&model_dir(), 32).unwrap();
+    let texts: Vec<&str> = reference.sentences.iter().map(String::as_str).collect();
+    let together = model.embed(&texts).unwrap();
+    for (text, v) in texts.iter().zip(&together) {
+        let alone = model.embed(&[text]).unwrap();
+        let diff = alone[0].iter().zip(v).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(diff < 1e-5, "{text}: {diff}");
+    }
+    let missing = MiniLm::load(std::path::Path::new("/nonexistent/model"), 8).unwrap_err();
+    assert!(missing.to_string().contains("make model"), "{missing}");
+}

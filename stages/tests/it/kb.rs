@@ -1,0 +1,111 @@
+//! embed → cluster → merge through the real binaries: vectors for every unit, SSC clusters, the
+//! merged kb with aliases and statistics, idempotence, and incremental = full rebuild.
+
+use std::path::{Path, PathBuf};
+
+use crate::util::*;
+
+const STAGES: [&str; 8] = ["chunk", "extract", "hypergraph", "graph", "embed", "cluster", "merge", ""];
+
+fn sample_corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/sample/corpus")
+}
+
+/// Hashing vectors keep these tests fast; MiniLM itself is tested against reference vectors.
+const ENV: [(&str, &str); 1] = [("FLEXSTRUCT_EMBED__MODEL", "hashing-64")];
+
+fn build(index: &Path, corpus: &Path, prune: bool) -> Vec<Run> {
+    let i = index.to_str().unwrap();
+    let mut ingest = vec!["--index", i, "--corpus", corpus.to_str().unwrap()];
+    if prune {
+        ingest.push("--prune");
+    }
+    let mut runs = vec![run_env("ingest", &ingest, &ENV)];
+    for stage in STAGES.iter().filter(|s| !s.is_empty()) {
+        runs.push(run_env(stage, &["--index", i], &ENV));
+    }
+    for r in &runs {
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    }
+    runs
+}
+
+fn kb_dump(index: &Path) -> Vec<Vec<serde_json::Value>> {
+    ["entities", "hyperedges", "edges", "chunks", "hyperedge_entities", "clusters", "cluster_members", "aliases", "doc_stats"]
+        .iter()
+        .map(|t| query(index, &format!("SELECT * FROM kb.{t} ORDER BY 1, 2, 3")))
+        .collect()
+}
+
+#[test]
+fn the_kb_holds_every_unit_with_its_vector_and_reruns_are_free() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    build(&index, &sample_corpus(), false);
+
+    let units = scalar(
+        &index,
+        "SELECT (SELECT count(*) FROM hyperedges) + (SELECT count(*) FROM edges) + (SELECT count(*) FROM entities) \
+         + (SELECT count(*) FROM chunks) - (SELECT count(*) FROM embeddings WHERE model = 'hashing-64')",
+    );
+    assert_eq!(units, 0);
+    for (kb, table) in [("entities", "entities"), ("hyperedges", "hyperedges"), ("edges", "edges"), ("chunks", "chunks")] {
+        let diff = scalar(&index, &format!("SELECT (SELECT count(*) FROM kb.{kb} WHERE embedding IS NOT NULL) - (SELECT count(*) FROM {table})"));
+        assert_eq!(diff, 0, "kb.{kb}");
+    }
+    // Clusters: members exist, texts are their spans in extraction order.
+    assert!(scalar(&index, "SELECT count(*) FROM kb.clusters").as_i64().unwrap() > 0);
+    let mismatched = scalar(
+        &index,
+        "SELECT count(*) FROM kb.clusters c JOIN (SELECT m.cluster_id, string_agg(trim(h.ref_text), '\n' ORDER BY h.item_idx) AS t \
+         FROM kb.cluster_members m JOIN kb.hyperedges h USING (hyperedge_id) GROUP BY m.cluster_id) x USING (cluster_id) WHERE x.t <> c.text",
+    );
+    assert_eq!(mismatched, 0);
+    // Aliases: the abbreviation names the authority; stats agree with the tables.
+    let kvwa = query(&index, "SELECT DISTINCT e.name FROM kb.aliases a JOIN kb.entities e USING (entity_id) WHERE a.alias = 'kvwa'");
+    assert_eq!(kvwa.len(), 1);
+    assert_eq!(kvwa[0]["name"], "Kestrel Valley Water Authority");
+    assert_eq!(scalar(&index, "SELECT sum(n_items) - (SELECT count(*) FROM items) FROM kb.doc_stats"), 0);
+    insta::assert_snapshot!("kb_doc_stats", run("sql", &["--index", index.to_str().unwrap(), "--format", "csv", "SELECT d.title, s.n_chunks, s.n_items, s.n_hyperedges, s.n_entities, s.n_edges, s.n_clusters FROM kb.doc_stats s JOIN documents d USING (doc_id) ORDER BY d.title"]).stdout);
+
+    // A second pass: nothing is embedded again, merge is skipped, no data file changes.
+    let before = data_files(&index);
+    let runs = build(&index, &sample_corpus(), false);
+    assert!(runs[5].stderr.contains("embedded: 0"), "{}", runs[5].stderr);
+    assert!(runs[7].stderr.contains("0 done, 9 up to date"), "{}", runs[7].stderr);
+    assert_eq!(before, data_files(&index));
+}
+
+#[test]
+fn removing_a_document_and_merging_equals_a_rebuild_without_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let full = tmp.path().join("full");
+    build(&full, &sample_corpus(), false);
+
+    // The same corpus without one document, built from scratch…
+    let smaller = tmp.path().join("smaller-corpus");
+    std::fs::create_dir_all(&smaller).unwrap();
+    for entry in std::fs::read_dir(sample_corpus()).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.file_name().unwrap().to_str().unwrap().starts_with("tessellate") {
+            std::fs::copy(&path, smaller.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let rebuilt = tmp.path().join("rebuilt");
+    build(&rebuilt, &smaller, false);
+
+    // …and the full index with that document pruned and every stage rerun incrementally.
+    build(&full, &smaller, true);
+    assert_eq!(kb_dump(&full), kb_dump(&rebuilt));
+    assert_eq!(scalar(&full, "SELECT count(*) FROM kb.doc_stats"), 4);
+}
+
+#[test]
+fn merge_refuses_shards() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    build(&index, &sample_corpus(), false);
+    let out = run_env("merge", &["--index", index.to_str().unwrap(), "--shard", "0/2"], &ENV);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("runs once for the whole index"), "{}", out.stderr);
+}

@@ -92,13 +92,27 @@ pub struct EmbedConfig {
     pub model: String,
     /// Folder of the MiniLM files (`make model` fills it).
     pub model_dir: std::path::PathBuf,
-    /// Texts per forward pass.
+    /// Texts per forward pass (or per request to an endpoint).
     pub batch_size: usize,
+    /// An OpenAI-compatible endpoint (`…/v1`) serving `model` on `/embeddings`; empty: the
+    /// model runs in process.
+    pub base_url: String,
+    /// Environment variable holding the endpoint's API key (empty: none).
+    pub api_key_env: String,
+    /// Most embedding requests in flight.
+    pub max_concurrency: usize,
 }
 
 impl Default for EmbedConfig {
     fn default() -> Self {
-        EmbedConfig { model: "all-MiniLM-L6-v2".into(), model_dir: "data/models/all-MiniLM-L6-v2".into(), batch_size: 64 }
+        EmbedConfig {
+            model: "all-MiniLM-L6-v2".into(),
+            model_dir: "data/models/all-MiniLM-L6-v2".into(),
+            batch_size: 64,
+            base_url: String::new(),
+            api_key_env: "OPENAI_API_KEY".into(),
+            max_concurrency: 4,
+        }
     }
 }
 

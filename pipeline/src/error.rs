@@ -58,6 +58,10 @@ pub enum Error {
         message: String,
     },
 
+    /// An external service (LLM or embedding endpoint) failed for good.
+    #[error("external service failed: {0}")]
+    External(String),
+
     /// A SQL statement was refused or failed.
     #[error("{0}")]
     Sql(String),

@@ -28,6 +28,8 @@ pub enum Reply {
     Drop,
     /// A 200 whose body is not JSON.
     MalformedBody,
+    /// A 200 with this exact body.
+    Body(String),
 }
 
 impl Reply {
@@ -40,6 +42,8 @@ impl Reply {
 /// A recorded request.
 #[derive(Debug, Clone)]
 pub struct Request {
+    /// The request path, e.g. `/v1/chat/completions`.
+    pub path: String,
     /// The JSON body.
     pub body: Value,
     /// The `Authorization` header, if any.
@@ -156,7 +160,8 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) {
         let authorization = head
             .lines()
             .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("authorization")).map(|(_, v)| v.trim().to_owned()));
-        let request = Request { body: serde_json::from_slice(&body).unwrap_or(Value::Null), authorization };
+        let path = head.lines().next().and_then(|l| l.split_whitespace().nth(1)).unwrap_or("").to_owned();
+        let request = Request { path, body: serde_json::from_slice(&body).unwrap_or(Value::Null), authorization };
         state.requests.lock().unwrap().push(request.clone());
         let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         state.max_in_flight.fetch_max(now, Ordering::SeqCst);
@@ -208,6 +213,7 @@ async fn answer(stream: &mut TcpStream, reply: Reply) -> bool {
     let (status, extra, body) = match reply {
         Reply::Drop => return false,
         Reply::MalformedBody => (200, String::new(), "{\"choices\": [ this is not json".to_owned()),
+        Reply::Body(body) => (200, String::new(), body),
         Reply::Status { code, retry_after } => {
             let extra = retry_after.map(|s| format!("Retry-After: {s}\r\n")).unwrap_or_default();
             (code, extra, json!({"error": {"message": format!("injected status {code}")}}).to_string())
@@ -276,4 +282,17 @@ pub fn pipeline_responder(request: &Request) -> Reply {
         return Reply::content(json!({ "relations": [relation] }).to_string());
     }
     items_from_target(request)
+}
+
+/// A responder for `/embeddings`: each input gets a 4-d vector from its length and first byte
+/// (not normalised, so clients must normalise), answered in reverse order with indexes.
+pub fn embeddings_responder(request: &Request) -> Reply {
+    let inputs: Vec<String> = request.body["input"].as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default();
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, t)| json!({"index": i, "embedding": [t.len() as f64, f64::from(t.bytes().next().unwrap_or(0)), 1.0, 0.0]}))
+        .collect();
+    Reply::Body(json!({"object": "list", "data": data, "usage": {"prompt_tokens": inputs.len() * 3, "total_tokens": inputs.len() * 3}}).to_string())
 }

@@ -15,7 +15,7 @@ use arrow::array::{Array, FixedSizeListArray, Float32Array, Int32Array, RecordBa
 use arrow::datatypes::{DataType, Field};
 use flexstruct_schemas::{Table, col};
 
-pub use model::{Embedder, HashingEmbedder, MINILM, MiniLm};
+pub use model::{Embedder, HashingEmbedder, MINILM, MiniLm, RemoteEmbedder};
 
 use crate::config::EmbedConfig;
 use crate::error::{Error, Result};
@@ -39,8 +39,11 @@ pub mod unit {
     pub const CHUNK: &str = "chunk";
 }
 
-/// The embedder the configuration names.
-pub fn embedder_for(config: &EmbedConfig) -> Result<Box<dyn Embedder>> {
+/// The embedder the configuration names (`index_root` holds the cache of a remote endpoint).
+pub fn embedder_for(config: &EmbedConfig, index_root: &std::path::Path) -> Result<Box<dyn Embedder>> {
+    if !config.base_url.is_empty() {
+        return Ok(Box::new(RemoteEmbedder::connect(config, index_root)?));
+    }
     if let Some(dim) = config.model.strip_prefix("hashing-") {
         let dim = dim.parse().map_err(|_| Error::Config(format!("embed.model `{}`: expected hashing-<dim>", config.model)))?;
         return Ok(Box::new(HashingEmbedder::new(dim)));
@@ -53,7 +56,7 @@ pub fn embedder_for(config: &EmbedConfig) -> Result<Box<dyn Embedder>> {
 
 /// Runs the embed stage.
 pub fn run(ctx: &RunContext<'_>) -> Result<StageMetrics> {
-    let embedder = embedder_for(&ctx.config.embed)?;
+    let embedder = embedder_for(&ctx.config.embed, ctx.index.root())?;
     run_with(ctx, embedder.as_ref())
 }
 
@@ -75,7 +78,7 @@ pub fn run_with(ctx: &RunContext<'_>, embedder: &dyn Embedder) -> Result<StageMe
         let (batch, fresh, kept) = embed_units(&units, &previous, embedder)?;
         embedded.fetch_add(fresh, std::sync::atomic::Ordering::Relaxed);
         reused.fetch_add(kept, std::sync::atomic::Ordering::Relaxed);
-        Ok(BucketOutput { tables: vec![vec![batch]], ..BucketOutput::default() })
+        Ok(BucketOutput { tables: vec![vec![batch]], llm_calls: embedder.take_calls(), ..BucketOutput::default() })
     })?;
     metrics.inputs = stage.inputs.iter().map(|t| t.dir().to_owned()).collect();
     metrics.details.insert("model".into(), embedder.model().into());

@@ -19,6 +19,72 @@ pub trait Embedder: Send + Sync {
     fn dim(&self) -> usize;
     /// One vector per text, in order.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>>;
+    /// Calls made to a remote service since the last time (for `llm_calls`).
+    fn take_calls(&self) -> Vec<crate::llm::CallRecord> {
+        Vec::new()
+    }
+}
+
+/// An OpenAI-compatible `/v1/embeddings` endpoint, through the LLM client (cache, concurrency,
+/// retries, rate limits, call records).
+#[derive(Debug)]
+pub struct RemoteEmbedder {
+    runner: crate::llm::runner::Runner,
+    dim: usize,
+    batch_size: usize,
+}
+
+impl RemoteEmbedder {
+    /// A client for `config.model` at `config.base_url`; one request (cached afterwards) finds
+    /// the dimension.
+    pub fn connect(config: &crate::config::EmbedConfig, index_root: &Path) -> Result<RemoteEmbedder> {
+        let llm = crate::config::LlmConfig {
+            base_url: config.base_url.clone(),
+            model: config.model.clone(),
+            api_key_env: config.api_key_env.clone(),
+            max_concurrency: config.max_concurrency.max(1),
+            ..crate::config::LlmConfig::default()
+        };
+        let client = std::sync::Arc::new(crate::llm::LlmClient::new(&llm, index_root)?);
+        let runner = crate::llm::runner::Runner::new(client)?;
+        let mut embedder = RemoteEmbedder { runner, dim: 0, batch_size: config.batch_size.max(1) };
+        let probe = embedder.embed(&["dimension probe"])?;
+        embedder.dim = probe.first().map_or(0, Vec::len);
+        if embedder.dim == 0 {
+            return Err(Error::External(format!("{} returned an empty vector", config.model)));
+        }
+        Ok(embedder)
+    }
+}
+
+impl Embedder for RemoteEmbedder {
+    fn model(&self) -> &str {
+        self.runner.client().model()
+    }
+
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let client = self.runner.client();
+        let context = crate::llm::CallContext { stage: "embed".into(), doc_id: None, purpose: "embeddings".into() };
+        let batches: Vec<&[&str]> = texts.chunks(self.batch_size).collect();
+        let answers = self.runner.block_on(futures::future::join_all(batches.iter().map(|b| client.embeddings(&context, b))));
+        let mut out = Vec::with_capacity(texts.len());
+        for answer in answers {
+            let mut vectors = answer.map_err(|e| Error::External(e.to_string()))?;
+            for v in &mut vectors {
+                normalise(v);
+            }
+            out.extend(vectors);
+        }
+        Ok(out)
+    }
+
+    fn take_calls(&self) -> Vec<crate::llm::CallRecord> {
+        self.runner.client().drain_calls(|_| true)
+    }
 }
 
 /// Name of the default model.

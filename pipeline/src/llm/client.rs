@@ -185,11 +185,6 @@ impl LlmClient {
     /// Sends a chat request (or answers it from the cache) and returns the answer text.
     pub async fn chat(&self, context: &CallContext, messages: &[Message]) -> Result<String, LlmError> {
         let key = self.request_id(messages);
-        if let Some(hit) = self.cache.get(&key) {
-            self.record(context, &key, hit.prompt_tokens, hit.completion_tokens, hit.tokens_estimated, 0, true, "ok");
-            return Ok(hit.content);
-        }
-        let _permit = self.semaphore.acquire().await.map_err(|_| LlmError::Exhausted { attempts: 0, last: "client closed".into() })?;
         let prompt_estimate = messages.iter().map(|m| self.counter.count(&m.content) as u64 + 4).sum::<u64>();
         let body = json!({
             "model": self.config.model,
@@ -197,22 +192,61 @@ impl LlmClient {
             "temperature": self.config.temperature,
             "max_tokens": self.config.max_tokens,
         });
+        let reserve = prompt_estimate + u64::from(self.config.max_tokens.min(512));
+        self.send(context, &key, "chat/completions", &body, prompt_estimate, reserve, parse_completion).await
+    }
+
+    /// Embeds `inputs` with the `/embeddings` endpoint (or answers from the cache): one vector
+    /// per input, in order.
+    pub async fn embeddings(&self, context: &CallContext, inputs: &[&str]) -> Result<Vec<Vec<f32>>, LlmError> {
+        let identity = json!({ "endpoint": "embeddings", "model": self.config.model, "input": inputs });
+        let key = sha256_hex(identity.to_string().as_bytes());
+        let prompt_estimate = inputs.iter().map(|t| self.counter.count(t) as u64).sum::<u64>();
+        let body = json!({ "model": self.config.model, "input": inputs });
+        let content = self.send(context, &key, "embeddings", &body, prompt_estimate, prompt_estimate, parse_embeddings).await?;
+        let vectors: Vec<Vec<f32>> = serde_json::from_str(&content)
+            .map_err(|e| LlmError::Exhausted { attempts: 0, last: format!("cached embeddings unreadable: {e}") })?;
+        if vectors.len() != inputs.len() {
+            return Err(LlmError::Refused { status: 200, message: format!("{} vectors for {} inputs", vectors.len(), inputs.len()) });
+        }
+        Ok(vectors)
+    }
+
+    /// The shared path of every request: cache, concurrency permit, rate limits, retries,
+    /// call records. `parse` turns a 200 body into the text to cache and the usage.
+    #[allow(clippy::too_many_arguments)]
+    async fn send(
+        &self,
+        context: &CallContext,
+        key: &str,
+        path: &str,
+        body: &serde_json::Value,
+        prompt_estimate: u64,
+        reserve: u64,
+        parse: fn(&str) -> Result<(String, Option<(u64, u64)>), String>,
+    ) -> Result<String, LlmError> {
+        if let Some(hit) = self.cache.get(key) {
+            self.record(context, key, hit.prompt_tokens, hit.completion_tokens, hit.tokens_estimated, 0, true, "ok");
+            return Ok(hit.content);
+        }
+        let _permit = self.semaphore.acquire().await.map_err(|_| LlmError::Exhausted { attempts: 0, last: "client closed".into() })?;
         let mut last_error = String::new();
         for attempt in 0..=self.config.max_retries {
-            let wait = self.limiter.reserve(prompt_estimate + u64::from(self.config.max_tokens.min(512)));
+            let wait = self.limiter.reserve(reserve);
             if !wait.is_zero() {
                 tokio::time::sleep(wait).await;
             }
             let started = Instant::now();
-            let outcome = self.attempt(&body).await;
+            let outcome = self.attempt(path, body, parse).await;
             let latency = started.elapsed().as_millis() as u64;
             match outcome {
                 Attempt::Answer { content, usage } => {
                     let (prompt, completion, estimated) = match usage {
                         Some((p, c)) => (p, c, false),
+                        None if path == "embeddings" => (prompt_estimate, 0, true),
                         None => (prompt_estimate, self.counter.count(&content) as u64, true),
                     };
-                    self.record(context, &key, prompt, completion, estimated, latency, false, "ok");
+                    self.record(context, key, prompt, completion, estimated, latency, false, "ok");
                     let entry = CachedAnswer {
                         content: content.clone(),
                         prompt_tokens: prompt,
@@ -221,15 +255,15 @@ impl LlmClient {
                         latency_ms: latency,
                     };
                     // A cache that cannot be written costs a repeated request later, not this answer.
-                    let _ = self.cache.put(&key, &entry);
+                    let _ = self.cache.put(key, &entry);
                     return Ok(content);
                 }
                 Attempt::Fail(error, status) => {
-                    self.record(context, &key, 0, 0, false, latency, false, &status);
+                    self.record(context, key, 0, 0, false, latency, false, &status);
                     return Err(error);
                 }
                 Attempt::Retry { status, error, after } => {
-                    self.record(context, &key, 0, 0, false, latency, false, &status);
+                    self.record(context, key, 0, 0, false, latency, false, &status);
                     last_error = error;
                     if attempt < self.config.max_retries {
                         tokio::time::sleep(after.unwrap_or_else(|| self.backoff(attempt))).await;
@@ -247,8 +281,8 @@ impl LlmClient {
         Duration::from_millis(base / 2 + fastrand::u64(0..=base / 2))
     }
 
-    async fn attempt(&self, body: &serde_json::Value) -> Attempt {
-        let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
+    async fn attempt(&self, path: &str, body: &serde_json::Value, parse: fn(&str) -> Result<(String, Option<(u64, u64)>), String>) -> Attempt {
+        let url = format!("{}/{path}", self.config.base_url.trim_end_matches('/'));
         let mut request = self.http.post(&url).json(body);
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
@@ -283,7 +317,7 @@ impl LlmClient {
             }
             return Attempt::Fail(LlmError::Refused { status: status.as_u16(), message }, format!("http_{}", status.as_u16()));
         }
-        match parse_completion(&text) {
+        match parse(&text) {
             Ok((content, usage)) => Attempt::Answer { content, usage },
             Err(e) => Attempt::Retry { status: "bad_response".into(), error: e, after: None },
         }
@@ -335,6 +369,29 @@ impl LlmClient {
         *calls = kept;
         taken
     }
+}
+
+/// The vectors (as JSON text, in input order) and usage of an OpenAI-style embeddings body.
+fn parse_embeddings(body: &str) -> Result<(String, Option<(u64, u64)>), String> {
+    #[derive(Deserialize)]
+    struct Embeddings {
+        data: Vec<Datum>,
+        usage: Option<Usage>,
+    }
+    #[derive(Deserialize)]
+    struct Datum {
+        index: Option<usize>,
+        embedding: Vec<f32>,
+    }
+    #[derive(Deserialize)]
+    struct Usage {
+        prompt_tokens: Option<u64>,
+    }
+    let mut parsed: Embeddings = serde_json::from_str(body).map_err(|e| format!("unreadable embeddings body: {e}"))?;
+    parsed.data.sort_by_key(|d| d.index.unwrap_or(usize::MAX));
+    let vectors: Vec<Vec<f32>> = parsed.data.into_iter().map(|d| d.embedding).collect();
+    let content = serde_json::to_string(&vectors).map_err(|e| e.to_string())?;
+    Ok((content, parsed.usage.and_then(|u| u.prompt_tokens).map(|p| (p, 0))))
 }
 
 /// The answer text and usage of an OpenAI-style chat completion body.

@@ -1,6 +1,7 @@
 //! Running many LLM requests of a bucket concurrently from the (synchronous, rayon-driven)
 //! stages: a client plus its own async runtime.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
@@ -49,6 +50,11 @@ impl Runner {
         self.runtime.block_on(futures::future::join_all(
             asks.into_iter().map(|(context, messages)| async move { ask_json::<T>(client, &context, messages).await }),
         ))
+    }
+
+    /// Runs a future on the runner's runtime.
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
     }
 
     /// Takes the recorded calls of the given documents (sorted doc ids).

@@ -179,3 +179,29 @@ fn unreadable_answers_get_one_repair_round() {
     let answer: ItemsAnswer = rt.block_on(ask_json(&client, &context(), items_messages(&[], "third"))).unwrap();
     assert_eq!((answer.items.len(), server.request_count() - before), (1, 1));
 }
+
+#[test]
+fn remote_embeddings_are_ordered_normalised_cached_and_recorded() {
+    use flexstruct_pipeline::config::EmbedConfig;
+    use flexstruct_pipeline::embed::{Embedder, RemoteEmbedder};
+    let server = FakeLlm::start(flexstruct_testkit::embeddings_responder);
+    server.script([Reply::Status { code: 429, retry_after: Some(0.0) }]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = EmbedConfig { model: "text-embedding-fake".into(), base_url: server.base_url(), api_key_env: String::new(), batch_size: 2, ..EmbedConfig::default() };
+    let embedder = RemoteEmbedder::connect(&config, dir.path()).unwrap();
+    assert_eq!((embedder.dim(), embedder.model()), (4, "text-embedding-fake"));
+    let vectors = embedder.embed(&["a", "bb", "ccc"]).unwrap();
+    let norm = |v: &Vec<f32>| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    assert!(vectors.iter().all(|v| (norm(v) - 1.0).abs() < 1e-6));
+    // Order follows the inputs although the server answered in reverse.
+    assert!(vectors[0][0] < vectors[1][0] && vectors[1][0] < vectors[2][0]);
+    assert!(server.requests().iter().all(|r| r.path == "/v1/embeddings"));
+    let calls = embedder.take_calls();
+    assert!(calls.iter().any(|c| c.status == "http_429") && calls.iter().all(|c| c.purpose == "embeddings"));
+
+    // A new client on the same index asks nothing for what was embedded.
+    let before = server.request_count();
+    let again = RemoteEmbedder::connect(&config, dir.path()).unwrap();
+    assert_eq!(again.embed(&["a", "bb", "ccc"]).unwrap(), vectors);
+    assert_eq!(server.request_count(), before);
+}

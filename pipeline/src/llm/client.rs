@@ -124,6 +124,9 @@ impl std::fmt::Debug for LlmClient {
     }
 }
 
+/// Turns a 200 body into the text to cache and the (prompt, completion) usage, if reported.
+type ParseBody = fn(&str) -> Result<(String, Option<(u64, u64)>), String>;
+
 /// How one attempt ended.
 enum Attempt {
     Answer { content: String, usage: Option<(u64, u64)> },
@@ -223,7 +226,7 @@ impl LlmClient {
         body: &serde_json::Value,
         prompt_estimate: u64,
         reserve: u64,
-        parse: fn(&str) -> Result<(String, Option<(u64, u64)>), String>,
+        parse: ParseBody,
     ) -> Result<String, LlmError> {
         if let Some(hit) = self.cache.get(key) {
             self.record(context, key, hit.prompt_tokens, hit.completion_tokens, hit.tokens_estimated, 0, true, "ok");
@@ -281,7 +284,7 @@ impl LlmClient {
         Duration::from_millis(base / 2 + fastrand::u64(0..=base / 2))
     }
 
-    async fn attempt(&self, path: &str, body: &serde_json::Value, parse: fn(&str) -> Result<(String, Option<(u64, u64)>), String>) -> Attempt {
+    async fn attempt(&self, path: &str, body: &serde_json::Value, parse: ParseBody) -> Attempt {
         let url = format!("{}/{path}", self.config.base_url.trim_end_matches('/'));
         let mut request = self.http.post(&url).json(body);
         if let Some(key) = &self.api_key {

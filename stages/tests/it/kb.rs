@@ -66,6 +66,7 @@ fn the_kb_holds_every_unit_with_its_vector_and_reruns_are_free() {
     assert_eq!(kvwa.len(), 1);
     assert_eq!(kvwa[0]["name"], "Kestrel Valley Water Authority");
     assert_eq!(scalar(&index, "SELECT sum(n_items) - (SELECT count(*) FROM items) FROM kb.doc_stats"), 0);
+    insta::assert_snapshot!("kb_aliases_beyond_names", run("sql", &["--index", index.to_str().unwrap(), "--format", "csv", "SELECT a.alias, e.name, a.origin FROM kb.aliases a JOIN kb.entities e USING (entity_id) JOIN documents d ON d.doc_id = a.doc_id WHERE d.title LIKE 'The Kestrel%' AND a.origin <> 'name' ORDER BY a.alias, a.origin"]).stdout);
     insta::assert_snapshot!("kb_doc_stats", run("sql", &["--index", index.to_str().unwrap(), "--format", "csv", "SELECT d.title, s.n_chunks, s.n_items, s.n_hyperedges, s.n_entities, s.n_edges, s.n_clusters FROM kb.doc_stats s JOIN documents d USING (doc_id) ORDER BY d.title"]).stdout);
 
     // A second pass: nothing is embedded again, merge is skipped, no data file changes.

@@ -5,7 +5,6 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config as BertConfig};
-use rayon::prelude::*;
 use tokenizers::{Tokenizer, TruncationParams};
 
 use crate::error::{Error, Result};
@@ -184,12 +183,13 @@ impl Embedder for MiniLm {
             .tokenizer
             .encode_batch(texts.to_vec(), true)
             .map_err(|e| Error::Internal(format!("tokenizing for MiniLM: {e}")))?;
-        // Batch by length so that little padding is computed; batches run on both cores.
+        // Batch by length so that little padding is computed. Batches run one after another:
+        // candle's matrix products already use every core, and two batches at once were slower.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].get_ids().len()));
         let batches: Vec<&[usize]> = order.chunks(self.batch_size).collect();
         let vectors: Vec<Vec<Vec<f32>>> = batches
-            .par_iter()
+            .iter()
             .map(|batch| {
                 let ids: Vec<&[u32]> = batch.iter().map(|&i| encodings[i].get_ids()).collect();
                 self.embed_batch(&ids)

@@ -10,16 +10,16 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow::array::{Array, FixedSizeListArray, Float32Array, Int32Array, RecordBatch, StringArray};
+use arrow::array::{FixedSizeListArray, Float32Array, Int32Array, RecordBatch, StringArray};
 use flexstruct_schemas::{Table, col};
 use hdbscan::{DistanceMetric, Hdbscan, HdbscanHyperParams};
 use rayon::prelude::*;
 
 use crate::config::ClusterConfig;
 use crate::embed::unit;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::hypergraph::stable_id;
-use crate::io::{string_column, typed};
+use crate::io::{string_column, typed, vector_at};
 use crate::stage::{BucketOutput, BucketStage, RunContext, StageMetrics, config_fingerprint, run_buckets};
 
 /// Stage name.
@@ -212,9 +212,7 @@ fn cluster_bucket(hyperedges: &[RecordBatch], embeddings: &[RecordBatch], config
         let lists = typed::<FixedSizeListArray>(batch, col::EMBEDDING)?;
         for i in 0..batch.num_rows() {
             if units.value(i) == unit::HYPEREDGE {
-                let v = lists.value(i);
-                let floats = v.as_any().downcast_ref::<Float32Array>().ok_or_else(|| Error::Internal("embedding is not f32".into()))?;
-                vectors.insert(ids.value(i).to_owned(), floats.values().to_vec());
+                vectors.insert(ids.value(i).to_owned(), vector_at(lists, i)?);
             }
         }
     }

@@ -202,6 +202,16 @@ pub fn string_lists<'a>(lists: impl Iterator<Item = &'a [String]>) -> ListArray 
     builder.finish()
 }
 
+/// The vector in row `row` of an embedding column.
+pub fn vector_at(list: &arrow::array::FixedSizeListArray, row: usize) -> Result<Vec<f32>> {
+    let values = list.value(row);
+    let floats = values
+        .as_any()
+        .downcast_ref::<arrow::array::Float32Array>()
+        .ok_or_else(|| Error::Internal("embedding values are not f32".into()))?;
+    Ok(floats.values().to_vec())
+}
+
 /// Number of rows of a set of batches.
 pub fn row_count(batches: &[RecordBatch]) -> usize {
     batches.iter().map(RecordBatch::num_rows).sum()

@@ -11,7 +11,7 @@ pub mod model;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow::array::{Array, FixedSizeListArray, Float32Array, Int32Array, RecordBatch, StringArray};
+use arrow::array::{FixedSizeListArray, Float32Array, Int32Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field};
 use flexstruct_schemas::{Table, col};
 
@@ -20,7 +20,7 @@ pub use model::{Embedder, HashingEmbedder, MINILM, MiniLm, RemoteEmbedder};
 use crate::config::EmbedConfig;
 use crate::error::{Error, Result};
 use crate::index::{Index, sha256_hex};
-use crate::io::{read_part, string_column, typed};
+use crate::io::{read_part, string_column, typed, vector_at};
 use crate::stage::{BucketOutput, BucketStage, RunContext, StageMetrics, config_fingerprint, run_buckets};
 
 /// Stage name.
@@ -183,9 +183,7 @@ fn previous_vectors(index: &Index, bucket: u32, model: &str) -> Result<HashMap<(
             if m.value(i) != model {
                 continue;
             }
-            let v = vectors.value(i);
-            let floats = v.as_any().downcast_ref::<Float32Array>().ok_or_else(|| Error::Internal("embedding is not f32".into()))?;
-            out.insert((u.value(i).to_owned(), id.value(i).to_owned(), sha.value(i).to_owned()), floats.values().to_vec());
+            out.insert((u.value(i).to_owned(), id.value(i).to_owned(), sha.value(i).to_owned()), vector_at(vectors, i)?);
         }
     }
     Ok(out)

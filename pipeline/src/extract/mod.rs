@@ -22,7 +22,6 @@ use serde::Serialize;
 pub use locate::{Locator, Match};
 pub use window::Window;
 
-use crate::config::ExtractConfig;
 use crate::llm::runner::Runner;
 use crate::error::{Error, Result};
 pub use crate::failures::UnitError;
@@ -111,7 +110,7 @@ pub fn run(ctx: &RunContext<'_>) -> Result<StageMetrics> {
 /// `llm_calls`, if the extractor uses one.
 pub fn run_with(ctx: &RunContext<'_>, extractor: &dyn Extractor, runner: Option<&Runner>) -> Result<StageMetrics> {
     let config = ctx.config.extract.clone();
-    let window = window_of(&config);
+    let window = Window::from(&config);
     let stage = BucketStage {
         name: STAGE,
         version: VERSION,
@@ -308,9 +307,4 @@ fn items_batch(rows: &[(&str, Vec<ItemRow>)], extractor: &str) -> Result<RecordB
             Arc::new(StringArray::from(vec![extractor; n])),
         ],
     )?)
-}
-
-/// Configuration of the window from the extract section (also used by reports).
-pub fn window_of(config: &ExtractConfig) -> Window {
-    Window { g_max: config.g_max, g_overlap: config.g_overlap, enabled: config.window }
 }

@@ -29,6 +29,12 @@ impl Window {
     }
 }
 
+impl From<&crate::config::ExtractConfig> for Window {
+    fn from(config: &crate::config::ExtractConfig) -> Self {
+        Window { g_max: config.g_max, g_overlap: config.g_overlap, enabled: config.window }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

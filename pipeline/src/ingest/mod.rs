@@ -73,8 +73,7 @@ pub fn run(ctx: &RunContext<'_>, options: &IngestOptions) -> Result<StageMetrics
     for doc in docs.into_iter().filter(|d| ctx.shard.owns_doc(&d.doc_id)) {
         by_bucket.entry(index.bucket_of(&doc.doc_id)).or_default().push(doc);
     }
-    let incoming: u64 = by_bucket.values().map(|d| d.len() as u64).sum();
-    ctx.progress.start(incoming);
+    ctx.progress.start(by_bucket.values().map(|d| d.len() as u64).sum());
 
     let mut metrics = StageMetrics {
         stage: STAGE.to_owned(),

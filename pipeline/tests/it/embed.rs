@@ -22,13 +22,19 @@ fn reference() -> Reference {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
-#[test]
-fn minilm_matches_the_reference_within_1e_4() {
+/// The reference fixture and MiniLM's vectors of its sentences at `batch_size`.
+fn embed_reference(batch_size: usize) -> (Reference, MiniLm, Vec<Vec<f32>>) {
     let reference = reference();
-    // Batch size 4 mixes lengths (one input is longer than the 256-token limit) and padding.
-    let model = MiniLm::load(&model_dir(), 4).unwrap();
+    let model = MiniLm::load(&model_dir(), batch_size).unwrap();
     let texts: Vec<&str> = reference.sentences.iter().map(String::as_str).collect();
     let vectors = model.embed(&texts).unwrap();
+    (reference, model, vectors)
+}
+
+#[test]
+fn minilm_matches_the_reference_within_1e_4() {
+    // Batch size 4 mixes lengths (one input is longer than the 256-token limit) and padding.
+    let (reference, _, vectors) = embed_reference(4);
     let mut worst = 0f64;
     for (got, want) in vectors.iter().zip(&reference.vectors) {
         assert_eq!(got.len(), 384);
@@ -41,11 +47,8 @@ fn minilm_matches_the_reference_within_1e_4() {
 
 #[test]
 fn batching_does_not_change_vectors() {
-    let reference = reference();
-    let model = MiniLm::load(&model_dir(), 32).unwrap();
-    let texts: Vec<&str> = reference.sentences.iter().map(String::as_str).collect();
-    let together = model.embed(&texts).unwrap();
-    for (text, v) in texts.iter().zip(&together) {
+    let (reference, model, together) = embed_reference(32);
+    for (text, v) in reference.sentences.iter().zip(&together) {
         let alone = model.embed(&[text]).unwrap();
         let diff = alone[0].iter().zip(v).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
         assert!(diff < 1e-5, "{text}: {diff}");

@@ -11,11 +11,14 @@ CONFIG  ?=
 SHARD   ?= 0/1
 QA      ?= ../shared/qa/ultradomain-mix
 FORMAT  ?= table
+MODE    ?= hybrid
+QUESTIONS ?=
+OUT     ?=
 
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help build model demo test bench ingest chunk extract hypergraph graph embed cluster merge index sql clean
+.PHONY: help build model demo test bench ingest chunk extract hypergraph graph embed cluster merge index query sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -62,7 +65,11 @@ demo: build model ## Run every stage on the bundled sample corpus and print a SQ
 	  "SELECT stage, rows_in, rows_out, units_done, units_skipped, units_failed, round(seconds, 3) AS seconds \
 	   FROM manifest ORDER BY started_at DESC LIMIT 8"
 	@echo ""
-	@echo "Inspect further with: make sql Q=\"SELECT * FROM chunks LIMIT 5\""
+	@echo "== answers to the sample questions (data/sample/questions.jsonl; offline: extractive, * = cited) =="
+	@$(BIN)/flexstruct-query --index data/indexes/sample --questions data/sample/questions.jsonl --show 3
+	@echo ""
+	@echo "Ask your own: make query Q=\"Who chaired the talks on the Kestrel Valley Water Compact?\""
+	@echo "Inspect further with: make sql Q=\"SELECT * FROM kb.hyperedges LIMIT 5\""
 
 test: model ## Build and run the whole test suite
 	$(CARGO) test --workspace
@@ -105,6 +112,13 @@ index: ## Run every stage that exists so far on CORPUS into INDEX
 	$(MAKE) --no-print-directory embed
 	$(MAKE) --no-print-directory cluster
 	$(MAKE) --no-print-directory merge
+
+query: build ## Answer Q="a question" (printed), or QUESTIONS=<jsonl> into OUT=<answers.jsonl>, from INDEX with MODE=hybrid|hypergraph|graph|chunks|none|hypergraphrag
+	@if [ -n "$(Q)" ]; then \
+	  $(BIN)/flexstruct-query --index $(INDEX) --mode $(MODE) $(if $(CONFIG),--config $(CONFIG)) "$(Q)"; \
+	elif [ -n "$(QUESTIONS)" ]; then \
+	  $(BIN)/flexstruct-query --index $(INDEX) --mode $(MODE) $(if $(CONFIG),--config $(CONFIG)) --questions $(QUESTIONS) $(if $(OUT),--out $(OUT)); \
+	else echo 'give Q="a question", or QUESTIONS=<file.jsonl> [OUT=<answers.jsonl>]' >&2; exit 2; fi
 
 sql: build ## Run Q="<SQL>" over INDEX (FORMAT=table|csv|json|jsonl)
 	@$(BIN)/flexstruct-sql --index $(INDEX) --format $(FORMAT) "$(Q)"

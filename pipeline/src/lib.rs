@@ -9,7 +9,8 @@
 //! Every table is a folder of Parquet part files in an index folder ([`index`]); per-document
 //! stages work bucket by bucket ([`stage`]) so that reruns skip what is up to date and shards
 //! never write the same file. Stages present so far: [`ingest`], [`chunk`], [`extract`],
-//! [`hypergraph`], [`graph`]; [`sql`] queries an index read-only.
+//! [`hypergraph`], [`graph`], [`embed`], [`cluster`], [`merge`], [`query`]; [`sql`] queries an index
+//! read-only.
 //!
 //! ```
 //! use flexstruct_pipeline::{chunk, tokens::TokenCounter};
@@ -35,6 +36,7 @@ pub mod ingest;
 pub mod io;
 pub mod llm;
 pub mod merge;
+pub mod query;
 pub mod sql;
 pub mod stage;
 pub mod text;

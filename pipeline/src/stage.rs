@@ -255,11 +255,19 @@ where
         let fresh = output.llm_calls.iter().filter(|c| !c.cached);
         let (prompt, completion) = fresh.fold((0, 0), |(p, c), r| (p + r.prompt_tokens, c + r.completion_tokens));
         ctx.progress.tokens(prompt, completion);
-        // The calls are a log: each run appends its own part.
-        let path = index.table_dir(Table::LlmCalls).join(format!("part-{}-{scope}-{}.parquet", stage.name, run_tag()));
-        write_part(&path, Table::LlmCalls, "", &[crate::llm::calls_batch(&output.llm_calls)?])?;
+        append_llm_calls(index, stage.name, &scope, &output.llm_calls)?;
     }
     Ok(BucketResult::Done { units, rows_out, failures: output.failures })
+}
+
+/// Appends LLM call records to `llm_calls`. The calls are a log: each run of a stage writes its
+/// own part (`scope` tells parts of one run apart, e.g. a bucket).
+pub fn append_llm_calls(index: &Index, stage: &str, scope: &str, calls: &[crate::llm::CallRecord]) -> Result<()> {
+    if calls.is_empty() {
+        return Ok(());
+    }
+    let path = index.table_dir(Table::LlmCalls).join(format!("part-{stage}-{scope}-{}.parquet", run_tag()));
+    write_part(&path, Table::LlmCalls, "", &[crate::llm::calls_batch(calls)?])
 }
 
 /// A tag unique to this process's run (time and process id), for append-only parts.

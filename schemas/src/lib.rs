@@ -406,6 +406,45 @@ fn fields(table: Table) -> Vec<Field> {
     }
 }
 
+/// Schema of an answers file written by the query stage (one row per question; not an index
+/// table). Evidence and citations are nested lists of structs.
+pub fn answers_schema() -> SchemaRef {
+    use col::*;
+    static ANSWERS: LazyLock<SchemaRef> = LazyLock::new(|| {
+        let f64_ = |name: &str| Field::new(name, DataType::Float64, false);
+        let list_of = |name: &str, fields: Vec<Field>| {
+            Field::new(name, DataType::List(Arc::new(Field::new_list_field(DataType::Struct(fields.into()), false))), false)
+        };
+        let evidence = vec![
+            utf8(UNIT),
+            utf8(ID),
+            utf8(DOC_ID),
+            i64_null("start"),
+            i64_null("end"),
+            utf8(TEXT),
+            Field::new("score", DataType::Float32, false),
+            i64_("tokens"),
+        ];
+        let citation = vec![utf8(DOC_ID), i64_("start"), i64_("end")];
+        Arc::new(Schema::new(vec![
+            utf8(ID),
+            utf8("question"),
+            utf8("mode"),
+            utf8("variant"),
+            utf8("answer"),
+            utf8("generator"),
+            i64_("context_tokens"),
+            f64_("retrieval_ms"),
+            f64_("generation_ms"),
+            list_of("evidence", evidence),
+            list_of("citations", citation),
+            Field::new("cited", DataType::List(Arc::new(Field::new_list_field(DataType::Int64, false))), false),
+            i64_("trimmed"),
+        ]))
+    });
+    ANSWERS.clone()
+}
+
 static SCHEMAS: LazyLock<HashMap<Table, SchemaRef>> = LazyLock::new(|| {
     Table::ALL
         .into_iter()

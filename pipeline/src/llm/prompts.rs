@@ -49,6 +49,20 @@ List the entities a question asks about or mentions: people, organisations, plac
 events, concepts, quantities, dates, written as in the question. Answer with JSON only: \
 {\"entities\": [\"...\"]}";
 
+/// Instructions for answering from numbered evidence.
+const ANSWER_INSTRUCTIONS: &str = "\
+You answer a question from numbered EVIDENCE taken from a document collection. Rely on the \
+evidence only; if it does not contain the answer, say so in one sentence. Begin with the direct \
+answer (just the name, number, date or short phrase when the question asks for one), then add \
+what the question needs beyond that in a few sentences. Put the numbers of the evidence that \
+supports each statement in square brackets after it, like [2] or [1][4].";
+
+/// Instructions for answering without retrieval (the no-retrieval peer).
+const CLOSED_BOOK_INSTRUCTIONS: &str = "\
+Answer the question from your own knowledge. Begin with the direct answer (just the name, \
+number, date or short phrase when the question asks for one), then add what the question needs \
+beyond that in a few sentences.";
+
 /// The repair request after an unparseable answer.
 fn repair_request(error: &str) -> String {
     format!(
@@ -90,6 +104,18 @@ pub fn relations_messages(anchor: &str, facts: &[(&str, &str)], others: &[&str])
 /// Messages of a query-entities request.
 pub fn query_entities_messages(question: &str) -> Vec<Message> {
     vec![Message::system(QUERY_ENTITIES_INSTRUCTIONS), Message::user(format!("QUESTION: {question}"))]
+}
+
+/// Messages of an answer request: instructions, the question, then the evidence (none for
+/// the no-retrieval peer).
+pub fn answer_messages(question: &str, evidence: Option<&str>) -> Vec<Message> {
+    match evidence {
+        Some(evidence) => vec![
+            Message::system(ANSWER_INSTRUCTIONS),
+            Message::user(format!("QUESTION: {question}\n\nEVIDENCE:\n{evidence}")),
+        ],
+        None => vec![Message::system(CLOSED_BOOK_INSTRUCTIONS), Message::user(format!("QUESTION: {question}"))],
+    }
 }
 
 /// Answer shape of item extraction.

@@ -7,14 +7,14 @@ use crate::util::*;
 
 const STAGES: [&str; 8] = ["chunk", "extract", "hypergraph", "graph", "embed", "cluster", "merge", ""];
 
-fn sample_corpus() -> PathBuf {
+pub(crate) fn sample_corpus() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/sample/corpus")
 }
 
 /// Hashing vectors keep these tests fast; MiniLM itself is tested against reference vectors.
-const ENV: [(&str, &str); 1] = [("FLEXSTRUCT_EMBED__MODEL", "hashing-64")];
+pub(crate) const ENV: [(&str, &str); 1] = [("FLEXSTRUCT_EMBED__MODEL", "hashing-64")];
 
-fn build(index: &Path, corpus: &Path, prune: bool) -> Vec<Run> {
+pub(crate) fn build(index: &Path, corpus: &Path, prune: bool) -> Vec<Run> {
     let i = index.to_str().unwrap();
     let mut ingest = vec!["--index", i, "--corpus", corpus.to_str().unwrap()];
     if prune {

@@ -7,4 +7,5 @@ mod construct;
 mod ingest_chunk;
 mod kb;
 mod llm_extract;
+mod query;
 mod sql;

@@ -32,6 +32,7 @@ pub fn bin(name: &str) -> PathBuf {
         "embed" => env!("CARGO_BIN_EXE_flexstruct-embed").into(),
         "cluster" => env!("CARGO_BIN_EXE_flexstruct-cluster").into(),
         "merge" => env!("CARGO_BIN_EXE_flexstruct-merge").into(),
+        "query" => env!("CARGO_BIN_EXE_flexstruct-query").into(),
         other => panic!("no binary {other}"),
     }
 }

@@ -1,0 +1,175 @@
+//! Context assembly: retrieved rows become numbered pieces of evidence, deduplicated, ranked,
+//! each with its citation (document and code-point span) and token count, trimmed to a token
+//! budget from the lowest-ranked end.
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+
+use super::kb::{Kb, Span};
+use super::retrieve::{Retrieved, Unit};
+use crate::tokens::TokenCounter;
+
+/// Most source spans cited for one entity: its summary is built from the first τ_s (default 9)
+/// incident hyperedges in extraction order, so those are the spans it rests on.
+pub const ENTITY_SPANS: usize = 9;
+
+/// A verbatim piece of a document behind a piece of evidence (what extractive answers quote).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Piece {
+    /// The text, exactly as in the document when `span` is known.
+    pub text: String,
+    /// Where it is.
+    pub span: Option<Span>,
+}
+
+/// One piece of evidence in the context.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Evidence {
+    /// entity | edge | hyperedge | cluster | chunk.
+    pub unit: Unit,
+    /// Unit id (`doc_id#chunk_idx` for chunks).
+    pub id: String,
+    /// Document.
+    pub doc_id: String,
+    /// Start of the covering span (first cited code point), when located.
+    pub start: Option<i64>,
+    /// End of the covering span.
+    pub end: Option<i64>,
+    /// Text given to the generator.
+    pub text: String,
+    /// Ranking score.
+    pub score: f32,
+    /// cl100k tokens of the evidence's line in the context.
+    pub tokens: usize,
+    /// Every source span the evidence rests on (a cluster: each member's span).
+    pub spans: Vec<Span>,
+    /// The verbatim pieces behind it.
+    #[serde(skip)]
+    pub pieces: Vec<Piece>,
+}
+
+/// The assembled context of one question.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Context {
+    /// Evidence kept, in context order (best first).
+    pub evidence: Vec<Evidence>,
+    /// Evidence retrieved but dropped by the token budget.
+    pub trimmed: usize,
+    /// cl100k tokens of [`Context::render`].
+    pub tokens: usize,
+}
+
+fn piece(text: &str, span: Option<Span>) -> Piece {
+    Piece { text: text.to_owned(), span }
+}
+
+/// Builds the evidence of one retrieved row.
+fn evidence(kb: &Kb, r: &Retrieved) -> Evidence {
+    let row = r.row as usize;
+    let hyperedge_piece = |h: usize| piece(kb.hyperedges.ref_text.value(h), kb.hyperedges.span(h));
+    let (id, doc_id, text, pieces) = match r.unit {
+        Unit::Entity => {
+            let e = &kb.entities;
+            let pieces = kb.entity_hyperedges[row].iter().take(ENTITY_SPANS).map(|&h| hyperedge_piece(h as usize)).collect();
+            (e.id.value(row), e.doc_id.value(row), format!("{}: {}", e.name.value(row), e.summary.value(row)), pieces)
+        }
+        Unit::Hyperedge => {
+            let h = &kb.hyperedges;
+            (h.id.value(row), h.doc_id.value(row), h.text.value(row).to_owned(), vec![hyperedge_piece(row)])
+        }
+        Unit::Edge => {
+            let g = &kb.edges;
+            let pieces = g.hyperedge[row].map(|h| hyperedge_piece(h as usize)).into_iter().collect();
+            (g.id.value(row), g.doc_id.value(row), g.text.value(row).to_owned(), pieces)
+        }
+        Unit::Cluster => {
+            let c = &kb.clusters;
+            let pieces = c.members[row].iter().map(|&h| hyperedge_piece(h as usize)).collect();
+            (c.id.value(row), c.doc_id.value(row), c.text.value(row).to_owned(), pieces)
+        }
+        Unit::Chunk => {
+            let c = &kb.chunks;
+            let doc = c.doc_id.value(row);
+            let span = Span { doc_id: doc.to_owned(), start: c.char_start.value(row), end: c.char_end.value(row) };
+            let id = crate::embed::chunk_id(doc, c.chunk_idx.value(row));
+            return finish(r, id, doc, c.text.value(row).to_owned(), vec![piece(c.text.value(row), Some(span))]);
+        }
+    };
+    finish(r, id.to_owned(), doc_id, text, pieces)
+}
+
+fn finish(r: &Retrieved, id: String, doc_id: &str, text: String, pieces: Vec<Piece>) -> Evidence {
+    let mut spans: Vec<Span> = pieces.iter().filter_map(|p| p.span.clone()).collect();
+    spans.sort();
+    spans.dedup();
+    let covering = spans.iter().filter(|s| s.doc_id == doc_id);
+    let start = covering.clone().map(|s| s.start).min();
+    let end = covering.map(|s| s.end).max();
+    Evidence { unit: r.unit, id, doc_id: doc_id.to_owned(), start, end, text, score: r.score, tokens: 0, spans, pieces }
+}
+
+/// The line of one piece of evidence in the context given to the generator.
+pub fn line(number: usize, e: &Evidence) -> String {
+    let span = match (e.start, e.end) {
+        (Some(s), Some(t)) => format!(" {s}-{t}"),
+        _ => String::new(),
+    };
+    format!("[{number}] ({}; {}{span}) {}", e.unit.name(), e.doc_id, e.text.trim())
+}
+
+impl Context {
+    /// The evidence of `rows`, deduplicated (by unit and id, then by identical text), ranked by
+    /// score (ties: unit, then id), and cut to `budget` tokens by dropping the lowest-ranked
+    /// evidence first (0: no budget). A first piece of evidence larger than the whole budget is
+    /// cut to fit rather than leaving the context empty.
+    pub fn assemble(kb: &Kb, rows: &[Retrieved], budget: usize, counter: &TokenCounter) -> Context {
+        let mut all: Vec<Evidence> = rows.iter().map(|r| evidence(kb, r)).collect();
+        all.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.unit.cmp(&b.unit)).then(a.id.cmp(&b.id)));
+        let mut seen_ids = HashSet::new();
+        let mut seen_texts = HashSet::new();
+        all.retain(|e| seen_ids.insert((e.unit, e.id.clone())) && seen_texts.insert(e.text.trim().to_owned()));
+
+        let mut kept = Vec::new();
+        let mut used = 0;
+        let total = all.len();
+        for mut e in all {
+            e.tokens = counter.count(&line(kept.len() + 1, &e)) + 1;
+            if budget > 0 && used + e.tokens > budget {
+                if kept.is_empty() {
+                    cut_to_fit(&mut e, budget, counter);
+                    kept.push(e);
+                }
+                break;
+            }
+            used += e.tokens;
+            kept.push(e);
+        }
+        let trimmed = total - kept.len();
+        let mut context = Context { evidence: kept, trimmed, tokens: 0 };
+        context.tokens = counter.count(&context.render());
+        context
+    }
+
+    /// The numbered evidence lines given to the generator.
+    pub fn render(&self) -> String {
+        self.evidence.iter().enumerate().map(|(i, e)| line(i + 1, e)).collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// Shortens the text of a piece of evidence until its line fits `budget` tokens.
+fn cut_to_fit(e: &mut Evidence, budget: usize, counter: &TokenCounter) {
+    let overhead = counter.count(&line(1, &Evidence { text: String::new(), ..e.clone() })) + 1;
+    let room = budget.saturating_sub(overhead);
+    let lengths = counter.token_byte_lengths(&e.text);
+    let bytes: usize = lengths.iter().take(room).sum();
+    let mut cut = bytes.min(e.text.len());
+    while !e.text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    e.text.truncate(cut);
+    e.tokens = counter.count(&line(1, e)) + 1;
+    while e.tokens > budget && e.text.pop().is_some() {
+        e.tokens = counter.count(&line(1, e)) + 1;
+    }
+}

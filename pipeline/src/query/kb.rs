@@ -1,0 +1,333 @@
+//! The merged knowledge base in memory: every `kb/` table read once (in parallel), its vectors
+//! as one contiguous buffer per table, and the lookups retrieval needs (names, aliases,
+//! incidence, cluster membership) as row numbers.
+
+use std::collections::HashMap;
+
+use arrow::array::{Array, AsArray, FixedSizeListArray, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::Float32Type;
+use flexstruct_schemas::{Table, col};
+use rayon::prelude::*;
+
+use super::scan::Vectors;
+use crate::error::{Error, Result};
+use crate::index::Index;
+use crate::io::{read_table, string_column, typed};
+
+/// A code-point span of a document (end-exclusive).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct Span {
+    /// Document.
+    pub doc_id: String,
+    /// First code point.
+    pub start: i64,
+    /// One past the last code point.
+    pub end: i64,
+}
+
+/// `kb/entities`.
+#[derive(Debug, Clone)]
+pub struct Entities {
+    /// Entity ids.
+    pub id: StringArray,
+    /// Documents.
+    pub doc_id: StringArray,
+    /// Names.
+    pub name: StringArray,
+    /// Summaries.
+    pub summary: StringArray,
+    /// Vectors of name + summary.
+    pub vectors: Vectors,
+}
+
+/// `kb/hyperedges`.
+#[derive(Debug, Clone)]
+pub struct Hyperedges {
+    /// Hyperedge ids.
+    pub id: StringArray,
+    /// Documents.
+    pub doc_id: StringArray,
+    /// Extraction order within the document.
+    pub item_idx: Int32Array,
+    /// Relational text.
+    pub text: StringArray,
+    /// Verbatim source span text.
+    pub ref_text: StringArray,
+    /// Span start (null when the span was not located).
+    pub ref_start: Int64Array,
+    /// Span end.
+    pub ref_end: Int64Array,
+    /// Vectors of text + entity names.
+    pub vectors: Vectors,
+}
+
+impl Hyperedges {
+    /// The located source span of a row.
+    pub fn span(&self, row: usize) -> Option<Span> {
+        (self.ref_start.is_valid(row) && self.ref_end.is_valid(row)).then(|| Span {
+            doc_id: self.doc_id.value(row).to_owned(),
+            start: self.ref_start.value(row),
+            end: self.ref_end.value(row),
+        })
+    }
+}
+
+/// `kb/edges`.
+#[derive(Debug, Clone)]
+pub struct Edges {
+    /// Edge ids.
+    pub id: StringArray,
+    /// Documents.
+    pub doc_id: StringArray,
+    /// Relation text.
+    pub text: StringArray,
+    /// Row of the hyperedge that supports the edge.
+    pub hyperedge: Vec<Option<u32>>,
+    /// Vectors of text + the two entity names.
+    pub vectors: Vectors,
+}
+
+/// `kb/chunks`.
+#[derive(Debug, Clone)]
+pub struct Chunks {
+    /// Documents.
+    pub doc_id: StringArray,
+    /// Chunk number within the document.
+    pub chunk_idx: Int32Array,
+    /// Text.
+    pub text: StringArray,
+    /// Span start in the document.
+    pub char_start: Int64Array,
+    /// Span end.
+    pub char_end: Int64Array,
+    /// Vectors of the text.
+    pub vectors: Vectors,
+}
+
+/// `kb/clusters` with their members.
+#[derive(Debug, Clone)]
+pub struct Clusters {
+    /// Cluster ids.
+    pub id: StringArray,
+    /// Documents.
+    pub doc_id: StringArray,
+    /// Concatenated member spans.
+    pub text: StringArray,
+    /// Hyperedge rows of each cluster, in extraction order.
+    pub members: Vec<Vec<u32>>,
+}
+
+/// The whole knowledge base, ready for retrieval.
+#[derive(Debug, Clone)]
+pub struct Kb {
+    /// Embedding model of every vector.
+    pub model: String,
+    /// Entities.
+    pub entities: Entities,
+    /// Hyperedges.
+    pub hyperedges: Hyperedges,
+    /// Edges.
+    pub edges: Edges,
+    /// Chunks.
+    pub chunks: Chunks,
+    /// Clusters.
+    pub clusters: Clusters,
+    /// Normalised name → entity rows.
+    pub by_name: HashMap<String, Vec<u32>>,
+    /// Alias (from aliases and summaries, not names) → entity rows.
+    pub by_alias: HashMap<String, Vec<u32>>,
+    /// Entity row → incident hyperedge rows (extraction order).
+    pub entity_hyperedges: Vec<Vec<u32>>,
+    /// Hyperedge row → incident entity rows.
+    pub hyperedge_entities: Vec<Vec<u32>>,
+    /// Hyperedge row → cluster rows.
+    pub hyperedge_clusters: Vec<Vec<u32>>,
+}
+
+/// The kb tables the query stage reads.
+const TABLES: [Table; 8] = [
+    Table::KbEntities,
+    Table::KbHyperedges,
+    Table::KbEdges,
+    Table::KbChunks,
+    Table::KbClusters,
+    Table::KbClusterMembers,
+    Table::KbHyperedgeEntities,
+    Table::KbAliases,
+];
+
+fn one_batch(table: Table, batches: Vec<RecordBatch>) -> Result<RecordBatch> {
+    match batches.first() {
+        None => Ok(RecordBatch::new_empty(table.schema())),
+        Some(first) => Ok(arrow::compute::concat_batches(&first.schema(), &batches)?),
+    }
+}
+
+/// The vectors of a table with an embedding column, after checking that every row has one of
+/// `model`.
+fn vectors(index: &Index, table: Table, batch: &RecordBatch, model: &str) -> Result<Vectors> {
+    let incomplete = |message: String| Error::Index { path: index.root().to_path_buf(), message };
+    let models = string_column(batch, col::MODEL)?;
+    let list = typed::<FixedSizeListArray>(batch, col::EMBEDDING)?;
+    let missing = (0..batch.num_rows()).filter(|&i| list.is_null(i) || models.is_null(i)).count();
+    if missing > 0 {
+        return Err(incomplete(format!(
+            "{missing} of {} rows of {table} have no vector for embedding model `{model}`; run `make embed merge` \
+             with that model (or query with the model the index was embedded with)",
+            batch.num_rows()
+        )));
+    }
+    if let Some(other) = models.iter().flatten().find(|m| *m != model) {
+        return Err(incomplete(format!(
+            "{table} holds vectors of embedding model `{other}`, but the query is configured for `{model}` \
+             (embed.model); query with the index's model or re-run `make embed merge` with `{model}`"
+        )));
+    }
+    let values = list.values().as_primitive::<Float32Type>().values().clone();
+    Ok(Vectors::new(list.value_length() as usize, values))
+}
+
+/// Row of every id of a string column.
+fn rows_by_id(ids: &StringArray) -> HashMap<&str, u32> {
+    ids.iter().enumerate().filter_map(|(i, id)| id.map(|id| (id, i as u32))).collect()
+}
+
+impl Kb {
+    /// Reads the kb of `index`, whose vectors must all be of embedding model `model`.
+    pub fn load(index: &Index, model: &str) -> Result<Kb> {
+        let missing: Vec<Table> = TABLES.iter().copied().filter(|t| !index.table_dir(*t).join("part-0000.parquet").is_file()).collect();
+        if missing.len() == TABLES.len() {
+            return Err(Error::Index {
+                path: index.root().to_path_buf(),
+                message: "has no merged knowledge base (kb/); build it with `make index` (or run `make merge` after the other stages)".into(),
+            });
+        }
+        if !missing.is_empty() {
+            let names: Vec<&str> = missing.iter().map(|t| t.dir()).collect();
+            return Err(Error::Index {
+                path: index.root().to_path_buf(),
+                message: format!("the knowledge base is incomplete ({} missing); re-run `make merge`", names.join(", ")),
+            });
+        }
+        let batches: Vec<RecordBatch> = TABLES
+            .par_iter()
+            .map(|t| read_table(index, *t).and_then(|b| one_batch(*t, b)))
+            .collect::<Result<_>>()?;
+        let [entities, hyperedges, edges, chunks, clusters, members, incidence, aliases] = &batches[..] else {
+            return Err(Error::Internal("kb tables were not all read".into()));
+        };
+        let entities = Entities {
+            id: string_column(entities, col::ENTITY_ID)?.clone(),
+            doc_id: string_column(entities, col::DOC_ID)?.clone(),
+            name: string_column(entities, col::NAME)?.clone(),
+            summary: string_column(entities, col::SUMMARY)?.clone(),
+            vectors: vectors(index, Table::KbEntities, entities, model)?,
+        };
+        let norm_names = string_column(&batches[0], col::NORM_NAME)?;
+        let hyperedges = Hyperedges {
+            id: string_column(hyperedges, col::HYPEREDGE_ID)?.clone(),
+            doc_id: string_column(hyperedges, col::DOC_ID)?.clone(),
+            item_idx: typed::<Int32Array>(hyperedges, col::ITEM_IDX)?.clone(),
+            text: string_column(hyperedges, col::TEXT)?.clone(),
+            ref_text: string_column(hyperedges, col::REF_TEXT)?.clone(),
+            ref_start: typed::<Int64Array>(hyperedges, col::REF_START)?.clone(),
+            ref_end: typed::<Int64Array>(hyperedges, col::REF_END)?.clone(),
+            vectors: vectors(index, Table::KbHyperedges, hyperedges, model)?,
+        };
+        let entity_row = rows_by_id(&entities.id);
+        let hyperedge_row = rows_by_id(&hyperedges.id);
+
+        let edge_hyperedges = string_column(edges, col::HYPEREDGE_ID)?;
+        let edges = Edges {
+            id: string_column(edges, col::EDGE_ID)?.clone(),
+            doc_id: string_column(edges, col::DOC_ID)?.clone(),
+            text: string_column(edges, col::TEXT)?.clone(),
+            hyperedge: edge_hyperedges.iter().map(|h| h.and_then(|h| hyperedge_row.get(h).copied())).collect(),
+            vectors: vectors(index, Table::KbEdges, edges, model)?,
+        };
+        let chunks = Chunks {
+            doc_id: string_column(chunks, col::DOC_ID)?.clone(),
+            chunk_idx: typed::<Int32Array>(chunks, col::CHUNK_IDX)?.clone(),
+            text: string_column(chunks, col::TEXT)?.clone(),
+            char_start: typed::<Int64Array>(chunks, col::CHAR_START)?.clone(),
+            char_end: typed::<Int64Array>(chunks, col::CHAR_END)?.clone(),
+            vectors: vectors(index, Table::KbChunks, chunks, model)?,
+        };
+
+        let cluster_ids = string_column(clusters, col::CLUSTER_ID)?;
+        let cluster_row = rows_by_id(cluster_ids);
+        let mut cluster_members = vec![Vec::new(); clusters.num_rows()];
+        let mut hyperedge_clusters = vec![Vec::new(); hyperedges.id.len()];
+        let (member_cluster, member_hyperedge) = (string_column(members, col::CLUSTER_ID)?, string_column(members, col::HYPEREDGE_ID)?);
+        for i in 0..members.num_rows() {
+            if let (Some(&c), Some(&h)) = (cluster_row.get(member_cluster.value(i)), hyperedge_row.get(member_hyperedge.value(i))) {
+                cluster_members[c as usize].push(h);
+                hyperedge_clusters[h as usize].push(c);
+            }
+        }
+        for m in &mut cluster_members {
+            m.sort_by_key(|&h| hyperedges.item_idx.value(h as usize));
+        }
+        let clusters = Clusters {
+            id: cluster_ids.clone(),
+            doc_id: string_column(clusters, col::DOC_ID)?.clone(),
+            text: string_column(clusters, col::TEXT)?.clone(),
+            members: cluster_members,
+        };
+
+        let mut entity_hyperedges = vec![Vec::new(); entities.id.len()];
+        let mut hyperedge_entities = vec![Vec::new(); hyperedges.id.len()];
+        let (inc_h, inc_e) = (string_column(incidence, col::HYPEREDGE_ID)?, string_column(incidence, col::ENTITY_ID)?);
+        for i in 0..incidence.num_rows() {
+            if let (Some(&h), Some(&e)) = (hyperedge_row.get(inc_h.value(i)), entity_row.get(inc_e.value(i))) {
+                entity_hyperedges[e as usize].push(h);
+                hyperedge_entities[h as usize].push(e);
+            }
+        }
+        for list in &mut entity_hyperedges {
+            list.sort_by_key(|&h| (hyperedges.doc_id.value(h as usize), hyperedges.item_idx.value(h as usize)));
+        }
+
+        let mut by_name: HashMap<String, Vec<u32>> = HashMap::new();
+        for (i, name) in norm_names.iter().enumerate() {
+            by_name.entry(name.unwrap_or_default().to_owned()).or_default().push(i as u32);
+        }
+        let mut by_alias: HashMap<String, Vec<u32>> = HashMap::new();
+        let (alias, alias_entity, origin) =
+            (string_column(aliases, col::ALIAS)?, string_column(aliases, col::ENTITY_ID)?, string_column(aliases, col::ORIGIN)?);
+        for i in 0..aliases.num_rows() {
+            if origin.value(i) != "name"
+                && let Some(&e) = entity_row.get(alias_entity.value(i))
+            {
+                let rows = by_alias.entry(alias.value(i).to_owned()).or_default();
+                if !rows.contains(&e) {
+                    rows.push(e);
+                }
+            }
+        }
+        Ok(Kb {
+            model: model.to_owned(),
+            entities,
+            hyperedges,
+            edges,
+            chunks,
+            clusters,
+            by_name,
+            by_alias,
+            entity_hyperedges,
+            hyperedge_entities,
+            hyperedge_clusters,
+        })
+    }
+
+    /// Rows of each kind, for reports.
+    pub fn sizes(&self) -> [(&'static str, usize); 5] {
+        [
+            ("entities", self.entities.id.len()),
+            ("hyperedges", self.hyperedges.id.len()),
+            ("edges", self.edges.id.len()),
+            ("clusters", self.clusters.id.len()),
+            ("chunks", self.chunks.doc_id.len()),
+        ]
+    }
+}

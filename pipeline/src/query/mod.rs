@@ -1,0 +1,364 @@
+//! The query stage (paper §3.2): questions → retrieved evidence → cited context → answer.
+//!
+//! An [`Engine`] loads the merged knowledge base once ([`kb`]) and answers batches of questions
+//! under any retrieval strategy ([`retrieve`]) without re-reading it: the question embeddings and
+//! query entities are computed once per batch ([`Engine::prepare`]) and reused by every mode and
+//! toggle ([`Engine::answer`]), which is what the ablation and evaluation runs rely on.
+//!
+//! ```text
+//! question ─embed─▶ vector ─┬─ entity retrieval (query entities → names → aliases)
+//!          ─entities─▶      ├─ hyperedge retrieval (τ_EH, N_EH) ── cluster retrieval
+//!                           ├─ edge retrieval (τ_E, N_E)
+//!                           └─ peers: chunks | none | hypergraphrag
+//!          ──▶ context (ranked, deduplicated, cited, token budget) ──▶ LLM answer | extractive answer
+//! ```
+
+pub mod context;
+pub mod generate;
+pub mod kb;
+pub mod retrieve;
+pub mod scan;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashSet;
+use std::io::BufRead;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use self::context::{Context, Evidence};
+use self::generate::Generated;
+use self::kb::{Kb, Span};
+use self::retrieve::{EntityMatch, Modules, QueryInput};
+use crate::config::{Config, Mode, QueryConfig};
+use crate::embed::Embedder;
+use crate::error::{Error, Result};
+use crate::extract::entities::mentions;
+use crate::index::Index;
+use crate::llm::client::{CallContext, LlmClient};
+use crate::llm::prompts::{QueryEntitiesAnswer, answer_messages, query_entities_messages};
+use crate::llm::runner::Runner;
+use crate::tokens::TokenCounter;
+
+/// Stage name (in `llm_calls`).
+pub const STAGE: &str = "query";
+
+/// One question.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct Question {
+    /// Identifier (kept in the answers).
+    pub id: String,
+    /// The question.
+    pub question: String,
+}
+
+/// One answered question: what the answers file holds per line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Answer {
+    /// Question id.
+    pub id: String,
+    /// The question.
+    pub question: String,
+    /// Retrieval strategy.
+    pub mode: Mode,
+    /// The strategy with its switched-off modules, e.g. `hybrid w/o ER+SSC`.
+    pub variant: String,
+    /// The answer (empty when there was nothing to answer from).
+    pub answer: String,
+    /// `llm`, `extractive`, or `none` (no evidence and no LLM).
+    pub generator: &'static str,
+    /// cl100k tokens of the context given to the generator.
+    pub context_tokens: usize,
+    /// Milliseconds from question to assembled context (its share of the batch's question
+    /// embedding included; no LLM time).
+    pub retrieval_ms: f64,
+    /// Milliseconds spent producing the answer.
+    pub generation_ms: f64,
+    /// The context's evidence, in context order.
+    pub evidence: Vec<Evidence>,
+    /// Source spans the answer rests on.
+    pub citations: Vec<Span>,
+    /// 1-based numbers of the evidence the answer cites.
+    pub cited: Vec<usize>,
+    /// Entities found in the question and how they matched (entity retrieval).
+    pub query_entities: Vec<EntityMatch>,
+    /// Evidence retrieved but left out by the token budget.
+    pub trimmed: usize,
+}
+
+/// The label of a strategy with its toggles: `hybrid`, `hybrid w/o ER+SSC`, `chunks`, ….
+pub fn variant(config: &QueryConfig) -> String {
+    let full = Modules::of(&QueryConfig { entities: true, hyperedges: true, edges: true, clusters: true, ..config.clone() });
+    let on = Modules::of(config);
+    let off: Vec<&str> = [
+        (full.hyperedges && !on.hyperedges, "HR"),
+        (full.clusters && !on.clusters, "SSC"),
+        (full.edges && !on.edges, "ER"),
+        (full.entities && !on.entities, "EnR"),
+    ]
+    .into_iter()
+    .filter_map(|(off, name)| off.then_some(name))
+    .collect();
+    if off.is_empty() { config.mode.name().to_owned() } else { format!("{} w/o {}", config.mode.name(), off.join("+")) }
+}
+
+/// Reads a JSONL file of `{id, question}` (other fields are ignored; a missing id becomes the
+/// line number). A bad line or an empty question is an error naming the file and line.
+pub fn read_questions(path: &Path) -> Result<Vec<Question>> {
+    let file = std::fs::File::open(path).map_err(Error::io("opening the questions file", path))?;
+    let mut out = Vec::new();
+    let mut ids = HashSet::new();
+    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(Error::io("reading the questions file", path))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = || format!("{}:{}", path.display(), n + 1);
+        let value: serde_json::Value =
+            serde_json::from_str(&line).map_err(|e| Error::Input(format!("{}: not a JSON object: {e}", at())))?;
+        let question = match value.get("question") {
+            Some(serde_json::Value::String(q)) => q.clone(),
+            Some(_) => return Err(Error::Input(format!("{}: field `question` must be a string", at()))),
+            None => return Err(Error::Input(format!("{}: field `question` is missing", at()))),
+        };
+        let id = match value.get("id") {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(serde_json::Value::Number(x)) => x.to_string(),
+            None => format!("{}", n + 1),
+            Some(_) => return Err(Error::Input(format!("{}: field `id` must be a string or a number", at()))),
+        };
+        if question.trim().is_empty() {
+            return Err(Error::Input(format!("{}: question `{id}` is empty", at())));
+        }
+        if !ids.insert(id.clone()) {
+            return Err(Error::Input(format!("{}: question id `{id}` appears twice", at())));
+        }
+        out.push(Question { id, question });
+    }
+    Ok(out)
+}
+
+/// Entities of a question found by the rules extractor (names, acronyms, quantities, dates,
+/// determiner-led phrases).
+pub fn rules_query_entities(question: &str) -> Vec<String> {
+    let lower: HashSet<String> = question
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().next().is_some_and(char::is_lowercase))
+        .map(str::to_owned)
+        .collect();
+    let mut out: Vec<String> = Vec::new();
+    for m in mentions(question, 0..question.len(), &lower) {
+        let name = question[m.bytes].to_owned();
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// A batch of questions with what every strategy needs from them, computed once.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The questions.
+    pub questions: Vec<Question>,
+    /// Unit-length question embeddings.
+    pub vectors: Vec<Vec<f32>>,
+    /// Query entities of each question.
+    pub entities: Vec<Vec<String>>,
+    /// Embeddings of each question's entities (HyperGraphRAG).
+    pub entity_vectors: Vec<Vec<Vec<f32>>>,
+    /// Per-question share of the batch's question embedding, in milliseconds.
+    pub embed_ms: f64,
+    /// Per-question share of embedding the query entities, in milliseconds.
+    pub entity_embed_ms: f64,
+}
+
+/// The knowledge base, the embedder and the generator, loaded once.
+pub struct Engine {
+    /// The knowledge base.
+    pub kb: Kb,
+    /// Seconds spent loading the knowledge base.
+    pub load_seconds: f64,
+    index: Index,
+    embedder: Box<dyn Embedder>,
+    runner: Option<Runner>,
+    counter: TokenCounter,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("index", &self.index).field("model", &self.kb.model).finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Loads the kb of `index` and the embedder and LLM of `config` (an `[llm]` section makes
+    /// answers and query entities come from the LLM).
+    pub fn open(index: &Index, config: &Config) -> Result<Engine> {
+        let embedder = crate::embed::embedder_for(&config.embed, index.root())?;
+        Engine::with_embedder(index, config, embedder)
+    }
+
+    /// Like [`Engine::open`] with a given embedder.
+    pub fn with_embedder(index: &Index, config: &Config, embedder: Box<dyn Embedder>) -> Result<Engine> {
+        let started = Instant::now();
+        let kb = Kb::load(index, embedder.model())?;
+        let load_seconds = started.elapsed().as_secs_f64();
+        let runner = match &config.llm {
+            Some(llm) => Some(Runner::new(Arc::new(LlmClient::new(llm, index.root())?))?),
+            None => None,
+        };
+        Ok(Engine { kb, load_seconds, index: index.clone(), embedder, runner, counter: TokenCounter::cl100k() })
+    }
+
+    /// Whether answers and query entities come from an LLM.
+    pub fn uses_llm(&self) -> bool {
+        self.runner.is_some()
+    }
+
+    /// Embeds the questions and finds their entities (LLM prompt, or the rules extractor when
+    /// no LLM is configured or its answer is unusable).
+    pub fn prepare(&self, questions: Vec<Question>) -> Result<Prepared> {
+        if let Some(q) = questions.iter().find(|q| q.question.trim().is_empty()) {
+            return Err(Error::Input(format!("question `{}` is empty", q.id)));
+        }
+        let count = questions.len().max(1) as f64;
+        let started = Instant::now();
+        let texts: Vec<&str> = questions.iter().map(|q| q.question.as_str()).collect();
+        let vectors = self.embedder.embed(&texts)?;
+        let embed_ms = started.elapsed().as_secs_f64() * 1000.0 / count;
+
+        let entities: Vec<Vec<String>> = match &self.runner {
+            None => questions.iter().map(|q| rules_query_entities(&q.question)).collect(),
+            Some(runner) => {
+                let context = CallContext { stage: STAGE.into(), doc_id: None, purpose: "query_entities".into() };
+                let asks = questions.iter().map(|q| (context.clone(), query_entities_messages(&q.question))).collect();
+                runner
+                    .ask_all::<QueryEntitiesAnswer>(asks)
+                    .into_iter()
+                    .zip(&questions)
+                    .map(|(answer, q)| match answer {
+                        Ok(a) => a.entities.into_iter().filter(|e| !e.trim().is_empty()).collect(),
+                        Err(_) => rules_query_entities(&q.question),
+                    })
+                    .collect()
+            }
+        };
+        let started = Instant::now();
+        let flat: Vec<&str> = entities.iter().flatten().map(String::as_str).collect();
+        let mut flat_vectors = self.embedder.embed(&flat)?.into_iter();
+        let entity_vectors = entities.iter().map(|e| flat_vectors.by_ref().take(e.len()).collect()).collect();
+        let entity_embed_ms = started.elapsed().as_secs_f64() * 1000.0 / count;
+        Ok(Prepared { questions, vectors, entities, entity_vectors, embed_ms, entity_embed_ms })
+    }
+
+    /// Retrieval and context for one prepared question.
+    pub fn context(&self, prepared: &Prepared, i: usize, config: &QueryConfig) -> (Context, Vec<EntityMatch>, f64) {
+        let started = Instant::now();
+        let thresholds = config.thresholds(&self.kb.model);
+        let input = QueryInput { vector: &prepared.vectors[i], entities: &prepared.entities[i], entity_vectors: &prepared.entity_vectors[i] };
+        let retrieval = retrieve::retrieve(&self.kb, config, thresholds, input);
+        let context = Context::assemble(&self.kb, &retrieval.rows, config.max_context_tokens, &self.counter);
+        let mut ms = started.elapsed().as_secs_f64() * 1000.0 + prepared.embed_ms;
+        if config.mode == Mode::Hypergraphrag {
+            ms += prepared.entity_embed_ms;
+        }
+        (context, retrieval.entity_matches, ms)
+    }
+
+    /// Answers every prepared question under `config` (mode, toggles, breadths, budget).
+    pub fn answer(&self, prepared: &Prepared, config: &QueryConfig) -> Result<Vec<Answer>> {
+        let contexts: Vec<_> = (0..prepared.questions.len()).map(|i| self.context(prepared, i, config)).collect();
+        let generated: Vec<(Generated, &'static str, f64)> = match &self.runner {
+            Some(runner) => {
+                let client = runner.client();
+                let asks = prepared.questions.iter().zip(&contexts).map(|(q, (context, _, _))| async move {
+                    let started = Instant::now();
+                    let evidence = (config.mode != Mode::None).then(|| context.render());
+                    let call = CallContext { stage: STAGE.into(), doc_id: None, purpose: "answer".into() };
+                    let answer = client.chat(&call, &answer_messages(&q.question, evidence.as_deref())).await;
+                    (answer, started.elapsed().as_secs_f64() * 1000.0)
+                });
+                let answers = runner.block_on(futures::future::join_all(asks));
+                let mut out = Vec::with_capacity(answers.len());
+                for ((answer, ms), (q, (context, _, _))) in answers.into_iter().zip(prepared.questions.iter().zip(&contexts)) {
+                    let answer = answer.map_err(|e| Error::External(format!("answering question `{}`: {e}", q.id)))?;
+                    out.push((generate::from_llm(answer, context), "llm", ms));
+                }
+                out
+            }
+            None => prepared
+                .questions
+                .iter()
+                .zip(&contexts)
+                .map(|(q, (context, _, _))| {
+                    let started = Instant::now();
+                    let g = generate::extractive(&q.question, context);
+                    let generator = if g.answer.is_empty() { "none" } else { "extractive" };
+                    (g, generator, started.elapsed().as_secs_f64() * 1000.0)
+                })
+                .collect(),
+        };
+        let label = variant(config);
+        Ok(prepared
+            .questions
+            .iter()
+            .zip(contexts)
+            .zip(generated)
+            .map(|((q, (context, matches, retrieval_ms)), (g, generator, generation_ms))| Answer {
+                id: q.id.clone(),
+                question: q.question.clone(),
+                mode: config.mode,
+                variant: label.clone(),
+                answer: g.answer,
+                generator,
+                context_tokens: context.tokens,
+                retrieval_ms,
+                generation_ms,
+                cited: g.cited.iter().map(|i| i + 1).collect(),
+                citations: g.citations,
+                evidence: context.evidence,
+                query_entities: matches,
+                trimmed: context.trimmed,
+            })
+            .collect())
+    }
+
+    /// Appends the LLM calls made so far (query entities, answers) to the index's `llm_calls`.
+    pub fn record_calls(&self) -> Result<()> {
+        if let Some(runner) = &self.runner {
+            let calls = runner.client().drain_calls(|_| true);
+            crate::stage::append_llm_calls(&self.index, STAGE, "all", &calls)?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes answers as JSON lines.
+pub fn write_jsonl(path: &Path, answers: &[Answer]) -> Result<()> {
+    let mut out = String::new();
+    for a in answers {
+        out.push_str(&serde_json::to_string(a)?);
+        out.push('\n');
+    }
+    crate::io::write_file_atomic(path, out.as_bytes())
+}
+
+/// Writes answers as a Parquet table (schema [`flexstruct_schemas::answers_schema`]).
+pub fn write_parquet(path: &Path, answers: &[Answer]) -> Result<()> {
+    let schema = flexstruct_schemas::answers_schema();
+    let mut decoder = arrow::json::ReaderBuilder::new(schema.clone()).build_decoder()?;
+    decoder.serialize(answers)?;
+    let batch = decoder.flush()?.unwrap_or_else(|| arrow::array::RecordBatch::new_empty(schema.clone()));
+    let mut bytes = Vec::new();
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::ZSTD(parquet::basic::ZstdLevel::default()))
+        .build();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(&mut bytes, schema, Some(props)).map_err(Error::parquet("writing answers", path))?;
+    writer.write(&batch).map_err(Error::parquet("writing answers", path))?;
+    writer.close().map_err(Error::parquet("writing answers", path))?;
+    crate::io::write_file_atomic(path, &bytes)
+}

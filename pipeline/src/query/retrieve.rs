@@ -1,0 +1,244 @@
+//! The four retrieval modules of the paper (§3.2), the modes and toggles that combine them, and
+//! the peer strategies over the same knowledge base.
+//!
+//! - entity retrieval: query entities → normalised name match → alias table when no name matches;
+//! - hyperedge retrieval: cosine > τ_EH, the top N_EH (all that pass when fewer do);
+//! - edge retrieval: cosine > τ_E, the top N_E;
+//! - cluster retrieval: every cluster with at least one retrieved hyperedge.
+//!
+//! Every retrieved row carries a score used to rank evidence in the context: its cosine with the
+//! question (a matched entity is ranked by the cosine of its name + summary; a cluster by its
+//! best retrieved member; an expanded HyperGraphRAG row by the row it was reached from).
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::kb::Kb;
+use super::scan::Hit;
+use crate::config::{Mode, QueryConfig, Thresholds};
+use crate::extract::entities::normalize;
+
+/// Kind of a retrieved unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unit {
+    /// An entity (name + summary).
+    Entity,
+    /// An n-ary fact.
+    Hyperedge,
+    /// A binary relation.
+    Edge,
+    /// An SSC cluster.
+    Cluster,
+    /// A chunk (peer strategies).
+    Chunk,
+}
+
+impl Unit {
+    /// Name in outputs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Entity => "entity",
+            Unit::Hyperedge => "hyperedge",
+            Unit::Edge => "edge",
+            Unit::Cluster => "cluster",
+            Unit::Chunk => "chunk",
+        }
+    }
+}
+
+/// One retrieved row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Retrieved {
+    /// Kind (and so which kb table `row` is in).
+    pub unit: Unit,
+    /// Row in the kb table.
+    pub row: u32,
+    /// Ranking score (see the module documentation).
+    pub score: f32,
+}
+
+/// What a question brings to retrieval.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryInput<'a> {
+    /// The question's unit-length embedding.
+    pub vector: &'a [f32],
+    /// Entities named in the question (from the LLM prompt or the rules extractor).
+    pub entities: &'a [String],
+    /// Embeddings of `entities` (HyperGraphRAG's entity retrieval); may be empty.
+    pub entity_vectors: &'a [Vec<f32>],
+}
+
+/// How an entity of the question was found in the kb.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EntityMatch {
+    /// The query entity as extracted.
+    pub query: String,
+    /// `name`, `alias`, or `none`.
+    pub via: &'static str,
+    /// Entity rows it matched.
+    #[serde(skip)]
+    pub rows: Vec<u32>,
+}
+
+/// Entity retrieval (EnR): normalised string match against entity names, then the alias table
+/// for a query entity no name matches.
+pub fn match_entities(kb: &Kb, query_entities: &[String]) -> Vec<EntityMatch> {
+    query_entities
+        .iter()
+        .map(|q| {
+            let key = normalize(q);
+            if let Some(rows) = kb.by_name.get(&key).filter(|_| !key.is_empty()) {
+                EntityMatch { query: q.clone(), via: "name", rows: rows.clone() }
+            } else if let Some(rows) = kb.by_alias.get(&key).filter(|_| !key.is_empty()) {
+                EntityMatch { query: q.clone(), via: "alias", rows: rows.clone() }
+            } else {
+                EntityMatch { query: q.clone(), via: "none", rows: Vec::new() }
+            }
+        })
+        .collect()
+}
+
+/// Which modules a query runs: the mode, narrowed by the toggles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Modules {
+    /// Entity retrieval.
+    pub entities: bool,
+    /// Hyperedge retrieval (hyperedges in the context).
+    pub hyperedges: bool,
+    /// Edge retrieval.
+    pub edges: bool,
+    /// Cluster retrieval.
+    pub clusters: bool,
+}
+
+impl Modules {
+    /// The modules of a FlexStructRAG mode with the configured toggles applied (peers: none).
+    pub fn of(config: &QueryConfig) -> Modules {
+        let (entities, hyperedges, edges, clusters) = match config.mode {
+            Mode::Hybrid => (true, true, true, true),
+            Mode::Hypergraph => (true, true, false, true),
+            Mode::Graph => (true, false, true, false),
+            Mode::Chunks | Mode::None | Mode::Hypergraphrag => (false, false, false, false),
+        };
+        Modules {
+            entities: entities && config.entities,
+            hyperedges: hyperedges && config.hyperedges,
+            edges: edges && config.edges,
+            clusters: clusters && config.clusters,
+        }
+    }
+}
+
+/// Everything one question retrieved, best first within each unit.
+#[derive(Debug, Clone, Default)]
+pub struct Retrieval {
+    /// Retrieved rows of every unit.
+    pub rows: Vec<Retrieved>,
+    /// How the question's entities matched (entity retrieval only).
+    pub entity_matches: Vec<EntityMatch>,
+}
+
+fn hits(unit: Unit, hits: Vec<Hit>) -> impl Iterator<Item = Retrieved> {
+    hits.into_iter().map(move |h| Retrieved { unit, row: h.row as u32, score: h.score })
+}
+
+/// Runs the configured strategy for one question.
+pub fn retrieve(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: QueryInput<'_>) -> Retrieval {
+    match config.mode {
+        Mode::None => Retrieval::default(),
+        Mode::Chunks => Retrieval {
+            rows: hits(Unit::Chunk, kb.chunks.vectors.top_k(query.vector, thresholds.chunk, config.chunk_k)).collect(),
+            entity_matches: Vec::new(),
+        },
+        Mode::Hypergraphrag => hypergraphrag(kb, config, thresholds, query),
+        Mode::Hybrid | Mode::Hypergraph | Mode::Graph => flexstruct(kb, config, thresholds, query),
+    }
+}
+
+fn flexstruct(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: QueryInput<'_>) -> Retrieval {
+    let modules = Modules::of(config);
+    let mut out = Retrieval::default();
+    if modules.entities {
+        out.entity_matches = match_entities(kb, query.entities);
+        let mut rows: Vec<u32> = out.entity_matches.iter().flat_map(|m| m.rows.iter().copied()).collect();
+        rows.sort_unstable();
+        rows.dedup();
+        let scored = kb.entities.vectors.scores(query.vector, rows.iter().map(|&r| r as usize));
+        out.rows.extend(hits(Unit::Entity, sorted(scored)));
+    }
+    // Clusters are found through the retrieved hyperedges, so the scan runs for either module.
+    if modules.hyperedges || modules.clusters {
+        let found = kb.hyperedges.vectors.top_k(query.vector, thresholds.hyperedge, config.n_eh);
+        if modules.clusters {
+            let mut best: HashMap<u32, f32> = HashMap::new();
+            for h in &found {
+                for &c in &kb.hyperedge_clusters[h.row] {
+                    let score = best.entry(c).or_insert(f32::MIN);
+                    *score = score.max(h.score);
+                }
+            }
+            let clusters = best.into_iter().map(|(row, score)| Hit { row: row as usize, score }).collect();
+            out.rows.extend(hits(Unit::Cluster, sorted(clusters)));
+        }
+        if modules.hyperedges {
+            out.rows.extend(hits(Unit::Hyperedge, found));
+        }
+    }
+    if modules.edges {
+        out.rows.extend(hits(Unit::Edge, kb.edges.vectors.top_k(query.vector, thresholds.edge, config.n_e)));
+    }
+    out
+}
+
+/// HyperGraphRAG (seed 003): entities by embedding similarity of the question's entities (k_V),
+/// hyperedges by similarity to the question (k_H), bidirectional expansion (the hyperedges of
+/// every retrieved entity, the entities of every retrieved hyperedge), fused with chunk
+/// retrieval (k_C, τ_C). Its confidence-weighted thresholds τ_V and τ_H have no counterpart in
+/// this index (no extraction confidences), so only the breadths apply.
+fn hypergraphrag(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: QueryInput<'_>) -> Retrieval {
+    let mut entities: HashMap<u32, f32> = HashMap::new();
+    let probes: Vec<&[f32]> =
+        if query.entity_vectors.is_empty() { vec![query.vector] } else { query.entity_vectors.iter().map(Vec::as_slice).collect() };
+    for probe in probes {
+        for h in kb.entities.vectors.top_k(probe, f32::MIN, config.hgr_k_v) {
+            let s = entities.entry(h.row as u32).or_insert(f32::MIN);
+            *s = s.max(h.score);
+        }
+    }
+    let mut entity_hits: Vec<Hit> = entities.into_iter().map(|(row, score)| Hit { row: row as usize, score }).collect();
+    entity_hits = sorted(entity_hits);
+    entity_hits.truncate(config.hgr_k_v);
+    let hyperedge_hits = kb.hyperedges.vectors.top_k(query.vector, f32::MIN, config.hgr_k_h);
+
+    let mut hyperedges: HashMap<u32, f32> = HashMap::new();
+    let mut all_entities: HashMap<u32, f32> = HashMap::new();
+    let raise = |map: &mut HashMap<u32, f32>, row: u32, score: f32| {
+        let s = map.entry(row).or_insert(f32::MIN);
+        *s = s.max(score);
+    };
+    for h in &hyperedge_hits {
+        raise(&mut hyperedges, h.row as u32, h.score);
+        for &e in &kb.hyperedge_entities[h.row] {
+            raise(&mut all_entities, e, h.score);
+        }
+    }
+    for e in &entity_hits {
+        raise(&mut all_entities, e.row as u32, e.score);
+        for &h in &kb.entity_hyperedges[e.row] {
+            raise(&mut hyperedges, h, e.score);
+        }
+    }
+    let to_hits = |map: HashMap<u32, f32>| sorted(map.into_iter().map(|(row, score)| Hit { row: row as usize, score }).collect());
+    let mut rows: Vec<Retrieved> = hits(Unit::Entity, to_hits(all_entities)).collect();
+    rows.extend(hits(Unit::Hyperedge, to_hits(hyperedges)));
+    rows.extend(hits(Unit::Chunk, kb.chunks.vectors.top_k(query.vector, thresholds.chunk, config.chunk_k)));
+    Retrieval { rows, entity_matches: Vec::new() }
+}
+
+/// Best first, ties by row.
+fn sorted(mut hits: Vec<Hit>) -> Vec<Hit> {
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.row.cmp(&b.row)));
+    hits
+}

@@ -1,0 +1,290 @@
+//! Retrieval, context and answers on a tiny hand-built knowledge base whose cosines with the
+//! query are chosen (query = e₁, every vector (c, √(1−c²), 0)), so every mode's ids are known.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashMap;
+
+use arrow::array::{Int32Array, Int64Array, StringArray};
+
+use super::context::Context;
+use super::generate;
+use super::kb::*;
+use super::retrieve::{QueryInput, Retrieved, Unit, retrieve};
+use super::scan::Vectors;
+use crate::config::{Mode, QueryConfig, Thresholds};
+use crate::tokens::TokenCounter;
+
+/// The one document of the tiny kb. Every hyperedge is one of its sentences.
+const DOC: &str = "The Velda Basin Authority (VBA) runs the Harlow gauge. Mara Quint chairs the VBA. \
+The gauge measured 7.9 cubic metres per second in August. Quint signed the compact in 2009. \
+Rain fell in May.";
+
+fn at_cosines(cosines: &[f32]) -> Vectors {
+    let values: Vec<f32> = cosines.iter().flat_map(|&c| [c, (1.0 - c * c).max(0.0).sqrt(), 0.0]).collect();
+    Vectors::new(3, values.into())
+}
+
+fn strings(v: &[&str]) -> StringArray {
+    StringArray::from(v.to_vec())
+}
+
+/// Code-point span of a sentence of DOC.
+fn span_of(sentence: &str) -> (i64, i64) {
+    let byte = DOC.find(sentence).unwrap();
+    let start = DOC[..byte].chars().count() as i64;
+    (start, start + sentence.chars().count() as i64)
+}
+
+fn tiny_kb() -> Kb {
+    let sentences = [
+        "The Velda Basin Authority (VBA) runs the Harlow gauge.",
+        "Mara Quint chairs the VBA.",
+        "The gauge measured 7.9 cubic metres per second in August.",
+        "Quint signed the compact in 2009.",
+        "Rain fell in May.",
+    ];
+    let spans: Vec<(i64, i64)> = sentences.iter().map(|s| span_of(s)).collect();
+    let hyperedges = Hyperedges {
+        id: strings(&["h0", "h1", "h2", "h3", "h4"]),
+        doc_id: strings(&["d"; 5]),
+        item_idx: Int32Array::from(vec![0, 1, 2, 3, 4]),
+        text: strings(&sentences),
+        ref_text: strings(&sentences),
+        ref_start: Int64Array::from(spans.iter().map(|s| s.0).collect::<Vec<_>>()),
+        ref_end: Int64Array::from(spans.iter().map(|s| s.1).collect::<Vec<_>>()),
+        vectors: at_cosines(&[0.95, 0.8, 0.6, 0.4, -0.2]),
+    };
+    let entities = Entities {
+        id: strings(&["e0", "e1", "e2"]),
+        doc_id: strings(&["d"; 3]),
+        name: strings(&["Velda Basin Authority", "Mara Quint", "Harlow gauge"]),
+        summary: strings(&[sentences[0], "Mara Quint chairs the VBA. Quint signed the compact in 2009.", sentences[0]]),
+        vectors: at_cosines(&[0.5, 0.3, 0.1]),
+    };
+    let edges = Edges {
+        id: strings(&["g0", "g1"]),
+        doc_id: strings(&["d", "d"]),
+        text: strings(&["Velda Basin Authority runs the Harlow gauge", "Mara Quint chairs the Velda Basin Authority"]),
+        hyperedge: vec![Some(0), Some(1)],
+        vectors: at_cosines(&[0.9, 0.5]),
+    };
+    let (c0, c1) = (span_of(sentences[0]), span_of(sentences[2]));
+    let chunks = Chunks {
+        doc_id: strings(&["d", "d"]),
+        chunk_idx: Int32Array::from(vec![0, 1]),
+        text: strings(&[&DOC[..DOC.find("The gauge").unwrap() - 1], &DOC[DOC.find("The gauge").unwrap()..]]),
+        char_start: Int64Array::from(vec![c0.0, c1.0]),
+        char_end: Int64Array::from(vec![c1.0 - 1, DOC.chars().count() as i64]),
+        vectors: at_cosines(&[0.7, 0.3]),
+    };
+    let clusters = Clusters {
+        id: strings(&["c0", "c1"]),
+        doc_id: strings(&["d", "d"]),
+        text: strings(&[&format!("{}\n{}", sentences[0], sentences[1]), sentences[3]]),
+        members: vec![vec![0, 1], vec![3]],
+    };
+    let by_name: HashMap<String, Vec<u32>> =
+        [("velda basin authority", 0), ("mara quint", 1), ("harlow gauge", 2)].into_iter().map(|(k, v)| (k.to_owned(), vec![v])).collect();
+    let by_alias: HashMap<String, Vec<u32>> = [("vba", 0), ("quint", 1)].into_iter().map(|(k, v)| (k.to_owned(), vec![v])).collect();
+    Kb {
+        model: "test".into(),
+        entities,
+        hyperedges,
+        edges,
+        chunks,
+        clusters,
+        by_name,
+        by_alias,
+        entity_hyperedges: vec![vec![0, 1], vec![1, 3], vec![0, 2]],
+        hyperedge_entities: vec![vec![0, 2], vec![0, 1], vec![2], vec![1], vec![]],
+        hyperedge_clusters: vec![vec![0], vec![0], vec![], vec![1], vec![]],
+    }
+}
+
+const OPEN: Thresholds = Thresholds { hyperedge: 0.0, edge: 0.0, chunk: 0.0 };
+const QUERY: [f32; 3] = [1.0, 0.0, 0.0];
+
+fn ids(kb: &Kb, config: &QueryConfig, entities: &[&str], thresholds: Thresholds) -> Vec<String> {
+    let entities: Vec<String> = entities.iter().map(|s| s.to_string()).collect();
+    let input = QueryInput { vector: &QUERY, entities: &entities, entity_vectors: &[] };
+    let r = retrieve(kb, config, thresholds, input);
+    r.rows.iter().map(|r| id_of(kb, r)).collect()
+}
+
+fn id_of(kb: &Kb, r: &Retrieved) -> String {
+    let row = r.row as usize;
+    match r.unit {
+        Unit::Entity => kb.entities.id.value(row).to_owned(),
+        Unit::Hyperedge => kb.hyperedges.id.value(row).to_owned(),
+        Unit::Edge => kb.edges.id.value(row).to_owned(),
+        Unit::Cluster => kb.clusters.id.value(row).to_owned(),
+        Unit::Chunk => format!("k{}", kb.chunks.chunk_idx.value(row)),
+    }
+}
+
+fn config(mode: Mode, n_eh: usize, n_e: usize) -> QueryConfig {
+    QueryConfig { mode, n_eh, n_e, ..QueryConfig::default() }
+}
+
+#[test]
+fn every_mode_retrieves_its_modules() {
+    let kb = tiny_kb();
+    let q = ["Velda Basin Authority"];
+    assert_eq!(ids(&kb, &config(Mode::Hybrid, 2, 1), &q, OPEN), ["e0", "c0", "h0", "h1", "g0"]);
+    assert_eq!(ids(&kb, &config(Mode::Hypergraph, 2, 1), &q, OPEN), ["e0", "c0", "h0", "h1"]);
+    assert_eq!(ids(&kb, &config(Mode::Graph, 2, 1), &q, OPEN), ["e0", "g0"]);
+    assert_eq!(ids(&kb, &config(Mode::Chunks, 2, 1), &q, OPEN), ["k0", "k1"]);
+    assert!(ids(&kb, &config(Mode::None, 2, 1), &q, OPEN).is_empty());
+}
+
+#[test]
+fn toggles_reproduce_the_ablation_rows() {
+    let kb = tiny_kb();
+    let q = ["Mara Quint"];
+    let with = |f: fn(&mut QueryConfig)| {
+        let mut c = config(Mode::Hybrid, 4, 1);
+        f(&mut c);
+        (super::variant(&c), ids(&kb, &c, &q, OPEN))
+    };
+    assert_eq!(with(|_| {}), ("hybrid".into(), vec!["e1", "c0", "c1", "h0", "h1", "h2", "h3", "g0"].into_iter().map(String::from).collect::<Vec<_>>()));
+    // w/o HR: clusters are still found through the scanned hyperedges.
+    assert_eq!(with(|c| c.hyperedges = false), ("hybrid w/o HR".into(), ["e1", "c0", "c1", "g0"].map(String::from).to_vec()));
+    assert_eq!(with(|c| c.clusters = false), ("hybrid w/o SSC".into(), ["e1", "h0", "h1", "h2", "h3", "g0"].map(String::from).to_vec()));
+    assert_eq!(with(|c| c.edges = false).1, ["e1", "c0", "c1", "h0", "h1", "h2", "h3"]);
+    assert_eq!(with(|c| c.entities = false).1, ["c0", "c1", "h0", "h1", "h2", "h3", "g0"]);
+    assert_eq!(
+        with(|c| {
+            c.hyperedges = false;
+            c.clusters = false;
+            c.edges = false;
+        }),
+        ("hybrid w/o HR+SSC+ER".into(), vec!["e1".to_owned()])
+    );
+    assert_eq!(with(|c| {
+        c.hyperedges = false;
+        c.clusters = false;
+        c.entities = false;
+    }).1, ["g0"]);
+    // A toggle outside its mode changes nothing, and the label says only what the mode lost.
+    let mut graph = config(Mode::Graph, 4, 1);
+    graph.clusters = false;
+    assert_eq!(super::variant(&graph), "graph");
+}
+
+#[test]
+fn thresholds_and_breadths() {
+    let kb = tiny_kb();
+    let mut c = config(Mode::Hypergraph, 7, 3);
+    c.clusters = false;
+    c.entities = false;
+    let at = |t: f32| Thresholds { hyperedge: t, edge: t, chunk: t };
+    // Fewer than N_EH pass τ_EH: all of those that pass, best first.
+    assert_eq!(ids(&kb, &c, &[], at(0.7)), ["h0", "h1"]);
+    // Strictly above τ.
+    assert_eq!(ids(&kb, &c, &[], at(0.8)), ["h0"]);
+    assert!(ids(&kb, &c, &[], at(0.99)).is_empty());
+    c.n_eh = 1;
+    assert_eq!(ids(&kb, &c, &[], at(-1.0)), ["h0"]);
+    c.n_eh = 0;
+    assert!(ids(&kb, &c, &[], at(-1.0)).is_empty());
+    let mut g = config(Mode::Graph, 7, 3);
+    g.entities = false;
+    assert_eq!(ids(&kb, &g, &[], at(0.6)), ["g0"]);
+    let mut k = config(Mode::Chunks, 7, 3);
+    k.chunk_k = 5;
+    assert_eq!(ids(&kb, &k, &[], at(0.5)), ["k0"]);
+}
+
+#[test]
+fn entity_retrieval_falls_back_to_aliases() {
+    let kb = tiny_kb();
+    let mut c = config(Mode::Graph, 7, 3);
+    c.edges = false;
+    // Names match after normalisation (case, articles, punctuation).
+    assert_eq!(ids(&kb, &c, &["the velda basin authority's"], OPEN), ["e0"]);
+    // No name matches: the alias table.
+    assert_eq!(ids(&kb, &c, &["VBA"], OPEN), ["e0"]);
+    assert_eq!(ids(&kb, &c, &["Quint", "Harlow Gauge"], OPEN), ["e1", "e2"]);
+    assert!(ids(&kb, &c, &["Nobody", ""], OPEN).is_empty());
+    let matches = super::retrieve::match_entities(&kb, &["VBA".into(), "Mara Quint".into(), "x".into()]);
+    let via: Vec<&str> = matches.iter().map(|m| m.via).collect();
+    assert_eq!(via, ["alias", "name", "none"]);
+}
+
+#[test]
+fn hypergraphrag_expands_both_ways_and_fuses_chunks() {
+    let kb = tiny_kb();
+    let mut c = config(Mode::Hypergraphrag, 7, 3);
+    c.hgr_k_v = 1;
+    c.hgr_k_h = 1;
+    c.chunk_k = 1;
+    let got = ids(&kb, &c, &[], OPEN);
+    // k_V = 1 entity (e0, probed with the question), k_H = 1 hyperedge (h0); h0's entities
+    // (e0, e2); e0's hyperedges (h0, h1); one chunk.
+    assert_eq!(got, ["e0", "e2", "h0", "h1", "k0"]);
+}
+
+#[test]
+fn context_is_deduplicated_ranked_cited_and_trimmed() {
+    let kb = tiny_kb();
+    let counter = TokenCounter::cl100k();
+    let rows = [
+        Retrieved { unit: Unit::Hyperedge, row: 1, score: 0.8 },
+        Retrieved { unit: Unit::Cluster, row: 0, score: 0.95 },
+        Retrieved { unit: Unit::Hyperedge, row: 0, score: 0.95 },
+        Retrieved { unit: Unit::Hyperedge, row: 1, score: 0.8 },
+        Retrieved { unit: Unit::Edge, row: 0, score: 0.9 },
+    ];
+    let full = Context::assemble(&kb, &rows, 0, &counter);
+    let order: Vec<(&str, &str)> = full.evidence.iter().map(|e| (e.unit.name(), e.id.as_str())).collect();
+    assert_eq!(order, [("hyperedge", "h0"), ("cluster", "c0"), ("edge", "g0"), ("hyperedge", "h1")]);
+    assert_eq!(full.tokens, counter.count(&full.render()));
+    // A cluster cites each member's span; its covering span runs from the first to the last.
+    let cluster = &full.evidence[1];
+    assert_eq!(cluster.spans.len(), 2);
+    assert_eq!((cluster.start, cluster.end), (Some(cluster.spans[0].start), Some(cluster.spans[1].end)));
+    // Every span is the verbatim source text of the piece behind it.
+    for e in &full.evidence {
+        for p in &e.pieces {
+            let s = p.span.as_ref().unwrap();
+            let text: String = DOC.chars().skip(s.start as usize).take((s.end - s.start) as usize).collect();
+            assert_eq!(text, p.text);
+        }
+    }
+    // A budget drops the lowest-ranked evidence first.
+    let budget = full.evidence[..2].iter().map(|e| e.tokens).sum::<usize>();
+    let cut = Context::assemble(&kb, &rows, budget, &counter);
+    assert_eq!(cut.evidence.len(), 2);
+    assert_eq!(cut.trimmed, 2);
+    assert!(cut.tokens <= budget, "{} > {budget}", cut.tokens);
+    // A first piece larger than the whole budget is cut to fit.
+    let tiny = Context::assemble(&kb, &rows, 20, &counter);
+    assert_eq!(tiny.evidence.len(), 1);
+    assert!(tiny.tokens <= 20 && !tiny.evidence[0].text.is_empty(), "{tiny:?}");
+}
+
+#[test]
+fn extractive_answers_quote_the_best_supported_sentence() {
+    let kb = tiny_kb();
+    let counter = TokenCounter::cl100k();
+    let rows: Vec<Retrieved> = (0..5).map(|row| Retrieved { unit: Unit::Hyperedge, row, score: 1.0 - row as f32 / 10.0 }).collect();
+    let context = Context::assemble(&kb, &rows, 0, &counter);
+    let check = |question: &str, expected: &str| {
+        let g = generate::extractive(question, &context);
+        assert_eq!(g.answer, expected, "{question}");
+        let s = &g.citations[0];
+        let quoted: String = DOC.chars().skip(s.start as usize).take((s.end - s.start) as usize).collect();
+        assert_eq!(quoted, expected);
+    };
+    check("Who chairs the VBA?", "Mara Quint chairs the VBA.");
+    check("When did Quint sign the compact?", "Quint signed the compact in 2009.");
+    check("How fast was the flow at the gauge in August?", "The gauge measured 7.9 cubic metres per second in August.");
+    // Chunk evidence is split into sentences with exact offsets.
+    let chunk = Context::assemble(&kb, &[Retrieved { unit: Unit::Chunk, row: 1, score: 0.5 }], 0, &counter);
+    let g = generate::extractive("When did Quint sign the compact?", &chunk);
+    assert_eq!(g.answer, "Quint signed the compact in 2009.");
+    let s = &g.citations[0];
+    assert_eq!(DOC.chars().skip(s.start as usize).take((s.end - s.start) as usize).collect::<String>(), g.answer);
+    // Nothing retrieved: no answer.
+    assert!(generate::extractive("Anything?", &Context::default()).answer.is_empty());
+}

@@ -1,0 +1,187 @@
+//! `flexstruct-query`: answers questions from the merged knowledge base of an index, with
+//! citations back to the source spans.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use flexstruct_pipeline::config::{Config, Mode};
+use flexstruct_pipeline::index::Index;
+use flexstruct_pipeline::query::{self, Answer, Engine, Question};
+use flexstruct_stages::{Outcome, exit};
+
+/// Answers one question or a JSONL file of `{id, question}` from the kb of an index: printed for
+/// a person, or written to an answers file (JSONL + Parquet).
+#[derive(Debug, Parser)]
+#[command(
+    version,
+    after_help = "Examples:\n  flexstruct-query --index data/indexes/sample \"Who chairs the Velda Basin Authority?\"\n  \
+                  flexstruct-query --index IDX --questions q.jsonl --out answers.jsonl --mode chunks\n\
+                  Settings not given as flags come from the [query] section of --config.\n\
+                  Exit codes: 0 ok, 2 error."
+)]
+struct Args {
+    /// Index folder (after `make index`).
+    #[arg(long, env = "FLEXSTRUCT_INDEX", value_name = "DIR")]
+    index: PathBuf,
+    /// Pipeline configuration (TOML); `FLEXSTRUCT_<SECTION>__<KEY>` variables override it.
+    #[arg(long, env = "FLEXSTRUCT_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// One question (printed for a person).
+    question: Option<String>,
+    /// JSONL file of {id, question} (other fields are ignored).
+    #[arg(long, value_name = "FILE", conflicts_with = "question")]
+    questions: Option<PathBuf>,
+    /// Answers file (JSONL); a Parquet twin is written beside it (.parquet). Without it (and
+    /// without --jsonl), answers are printed for a person.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Print the answers to standard output as JSON lines instead.
+    #[arg(long, conflicts_with = "out")]
+    jsonl: bool,
+    /// Evidence shown per answer when printing for a person.
+    #[arg(long, default_value_t = 6, value_name = "N")]
+    show: usize,
+    /// hybrid, hypergraph, graph, chunks, none or hypergraphrag.
+    #[arg(long)]
+    mode: Option<Mode>,
+    /// Switch off entity retrieval (EnR).
+    #[arg(long)]
+    no_entities: bool,
+    /// Switch off hyperedge retrieval (HR).
+    #[arg(long)]
+    no_hyperedges: bool,
+    /// Switch off edge retrieval (ER).
+    #[arg(long)]
+    no_edges: bool,
+    /// Switch off cluster retrieval (SSC).
+    #[arg(long)]
+    no_clusters: bool,
+    /// Most hyperedges retrieved (N_EH).
+    #[arg(long)]
+    n_eh: Option<usize>,
+    /// Most edges retrieved (N_E).
+    #[arg(long)]
+    n_e: Option<usize>,
+    /// Least cosine of a retrieved hyperedge (τ_EH).
+    #[arg(long)]
+    tau_eh: Option<f32>,
+    /// Least cosine of a retrieved edge (τ_E).
+    #[arg(long)]
+    tau_e: Option<f32>,
+    /// Most context tokens (0: no limit).
+    #[arg(long, env = "FLEXSTRUCT_MAX_CONTEXT_TOKENS")]
+    max_context_tokens: Option<usize>,
+    /// No timing summary on stderr.
+    #[arg(long, short, env = "FLEXSTRUCT_QUIET")]
+    quiet: bool,
+}
+
+fn main() -> ExitCode {
+    exit(run(Args::parse()))
+}
+
+fn run(args: Args) -> anyhow::Result<Outcome> {
+    let mut config = Config::load(args.config.as_deref())?;
+    let q = &mut config.query;
+    q.mode = args.mode.unwrap_or(q.mode);
+    q.entities &= !args.no_entities;
+    q.hyperedges &= !args.no_hyperedges;
+    q.edges &= !args.no_edges;
+    q.clusters &= !args.no_clusters;
+    q.n_eh = args.n_eh.unwrap_or(q.n_eh);
+    q.n_e = args.n_e.unwrap_or(q.n_e);
+    q.tau_eh = args.tau_eh.or(q.tau_eh);
+    q.tau_e = args.tau_e.or(q.tau_e);
+    q.max_context_tokens = args.max_context_tokens.unwrap_or(q.max_context_tokens);
+    config.validate()?;
+
+    let questions = match (&args.question, &args.questions) {
+        (Some(text), None) => {
+            if text.trim().is_empty() {
+                bail!("the question is empty");
+            }
+            vec![Question { id: "q".into(), question: text.clone() }]
+        }
+        (None, Some(path)) => query::read_questions(path)?,
+        _ => bail!("give a question as an argument, or --questions FILE"),
+    };
+    let index = Index::open(&args.index)?;
+    let engine = Engine::open(&index, &config)?;
+    let prepared = engine.prepare(questions)?;
+    let answers = engine.answer(&prepared, &config.query)?;
+    engine.record_calls()?;
+
+    if let Some(out) = &args.out {
+        query::write_jsonl(out, &answers).with_context(|| format!("writing {}", out.display()))?;
+        let parquet = out.with_extension("parquet");
+        query::write_parquet(&parquet, &answers).with_context(|| format!("writing {}", parquet.display()))?;
+    } else if args.jsonl {
+        for a in &answers {
+            println!("{}", serde_json::to_string(a)?);
+        }
+    } else {
+        let printed: Vec<String> = answers.iter().map(|a| for_a_person(a, &index, args.show)).collect::<anyhow::Result<_>>()?;
+        print!("{}", printed.join("\n"));
+    }
+    if !args.quiet {
+        summary(&engine, &answers);
+    }
+    Ok(Outcome::Ok)
+}
+
+/// The answer, then each piece of evidence with its document, span and the cited source text.
+fn for_a_person(a: &Answer, index: &Index, show: usize) -> anyhow::Result<String> {
+    let mut s = String::new();
+    let answer = if a.answer.is_empty() { "(no answer: nothing was retrieved and no LLM is configured)" } else { &a.answer };
+    s.push_str(&format!("Q: {}\nA: {answer}\n", a.question));
+    for c in &a.citations {
+        s.push_str(&format!("   cited: {} [{}..{}] \"{}\"\n", c.doc_id, c.start, c.end, source_text(index, &c.doc_id, c.start, c.end)?));
+    }
+    s.push_str(&format!("\nEvidence ({}, {} tokens{}):\n", a.variant, a.context_tokens, if a.trimmed > 0 { format!(", {} trimmed", a.trimmed) } else { String::new() }));
+    for (i, e) in a.evidence.iter().enumerate().take(show) {
+        let span = match (e.start, e.end) {
+            (Some(start), Some(end)) => format!(" [{start}..{end}]"),
+            _ => String::new(),
+        };
+        let mark = if a.cited.contains(&(i + 1)) { "*" } else { " " };
+        let text: String = e.text.chars().take(220).collect();
+        let more = if e.text.chars().count() > 220 { "…" } else { "" };
+        s.push_str(&format!("{mark}[{}] {:<9} {:.3}  {}{span}\n      {text}{more}\n", i + 1, e.unit.name(), e.score, e.doc_id));
+    }
+    if a.evidence.len() > show {
+        s.push_str(&format!("  … and {} more (--show N)\n", a.evidence.len() - show));
+    }
+    Ok(s)
+}
+
+/// The text of a document span (as the citation promises it is).
+fn source_text(index: &Index, doc_id: &str, start: i64, end: i64) -> anyhow::Result<String> {
+    let docs = flexstruct_pipeline::io::read_doc(index, flexstruct_schemas::Table::Documents, doc_id)?;
+    for batch in &docs {
+        let text = flexstruct_pipeline::io::string_column(batch, flexstruct_schemas::col::TEXT)?;
+        if batch.num_rows() > 0 {
+            let span: String = text.value(0).chars().skip(start.max(0) as usize).take((end - start).max(0) as usize).collect();
+            return Ok(span.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+    }
+    Ok(String::new())
+}
+
+fn summary(engine: &Engine, answers: &[Answer]) {
+    let mut retrieval: Vec<f64> = answers.iter().map(|a| a.retrieval_ms).collect();
+    retrieval.sort_by(f64::total_cmp);
+    let pct = |p: f64| retrieval.get(((retrieval.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0.0);
+    let tokens = answers.iter().map(|a| a.context_tokens).sum::<usize>() as f64 / answers.len().max(1) as f64;
+    let sizes: Vec<String> = engine.kb.sizes().iter().map(|(n, c)| format!("{c} {n}")).collect();
+    eprintln!(
+        "query: {} questions, kb loaded in {:.2} s ({}); retrieval p50 {:.1} ms, p95 {:.1} ms; {:.0} context tokens per question",
+        answers.len(),
+        engine.load_seconds,
+        sizes.join(", "),
+        pct(0.5),
+        pct(0.95),
+        tokens
+    );
+}

@@ -1,0 +1,238 @@
+//! The query binary on the sample corpus: cited answers for one question and for a questions
+//! file (JSONL + Parquet), every mode and toggle, clear errors, and answers from the test LLM
+//! server with their citations and call records.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use flexstruct_testkit::{FakeLlm, Reply};
+use serde_json::Value;
+
+use crate::kb::{ENV, build, sample_corpus};
+use crate::util::*;
+
+/// The sample corpus indexed once (rules backend, hashing vectors) for every test here.
+fn sample_index() -> &'static Path {
+    static INDEX: OnceLock<PathBuf> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap().keep();
+        let index = dir.join("index");
+        build(&index, &sample_corpus(), false);
+        index
+    })
+}
+
+fn questions_file() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/sample/questions.jsonl")
+}
+
+fn query_env(args: &[&str], extra: &[(&str, &str)]) -> Run {
+    let index = sample_index().to_str().unwrap();
+    let mut all = vec!["--index", index];
+    all.extend(args);
+    let mut env = ENV.to_vec();
+    env.extend(extra);
+    run_env("query", &all, &env)
+}
+
+fn answers(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// The code points `start..end` of a document of the sample index.
+fn source(doc_id: &str, start: i64, end: i64) -> String {
+    let rows = query(sample_index(), &format!("SELECT text FROM documents WHERE doc_id = '{doc_id}'"));
+    rows[0]["text"].as_str().unwrap().chars().skip(start as usize).take((end - start) as usize).collect()
+}
+
+#[test]
+fn one_question_prints_the_answer_and_its_cited_source() {
+    let out = query_env(&["In what year was the trawler Morning Star lost?"], &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mut lines = out.stdout.lines();
+    assert_eq!(lines.next(), Some("Q: In what year was the trawler Morning Star lost?"));
+    let answer = lines.next().unwrap();
+    assert!(answer.starts_with("A: ") && answer.contains("1952"), "{}", out.stdout);
+    assert!(out.stdout.contains("cited: doc-36cfe2cc0f44aeef ["), "{}", out.stdout);
+    assert!(out.stdout.contains("Evidence (hybrid, "), "{}", out.stdout);
+    assert!(out.stderr.contains("retrieval p50"), "{}", out.stderr);
+}
+
+#[test]
+fn a_questions_file_gives_cited_answers_as_jsonl_and_parquet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out_path = tmp.path().join("answers.jsonl");
+    let out = query_env(&["--questions", questions_file().to_str().unwrap(), "--out", out_path.to_str().unwrap(), "--quiet"], &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let answers = answers(&out_path);
+    assert_eq!(answers.len(), 8);
+    for a in &answers {
+        for key in ["id", "question", "mode", "answer", "context_tokens", "retrieval_ms", "generation_ms", "evidence", "citations"] {
+            assert!(a.get(key).is_some(), "{key} missing in {a}");
+        }
+        assert_eq!(a["mode"], "hybrid");
+        assert_eq!(a["generator"], "extractive");
+        let context_tokens = a["context_tokens"].as_u64().unwrap();
+        assert!(context_tokens > 0 && context_tokens <= 12_000);
+        // The extractive answer is exactly the text its citation points at.
+        let c = &a["citations"][0];
+        let cited = source(c["doc_id"].as_str().unwrap(), c["start"].as_i64().unwrap(), c["end"].as_i64().unwrap());
+        assert_eq!(cited, a["answer"].as_str().unwrap());
+        // A chunk's span is its text; a hyperedge's span is its verbatim reference text.
+        for e in a["evidence"].as_array().unwrap() {
+            let text = || source(e["doc_id"].as_str().unwrap(), e["start"].as_i64().unwrap(), e["end"].as_i64().unwrap());
+            if e["unit"] == "chunk" {
+                assert_eq!(text(), e["text"].as_str().unwrap(), "{e}");
+            } else if e["unit"] == "hyperedge" {
+                let id = e["id"].as_str().unwrap();
+                let reference = query(sample_index(), &format!("SELECT ref_text FROM kb.hyperedges WHERE hyperedge_id = '{id}'"));
+                assert_eq!(text(), reference[0]["ref_text"].as_str().unwrap(), "{e}");
+            }
+        }
+    }
+
+    let file = std::fs::File::open(tmp.path().join("answers.parquet")).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
+    let batches: Vec<_> = reader.map(Result::unwrap).collect();
+    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 8);
+    assert_eq!(batches[0].schema().fields(), flexstruct_schemas::answers_schema().fields());
+}
+
+#[test]
+fn every_mode_and_toggle_runs_on_the_same_index() {
+    let question = "Who is the chair of the Port Ellery Harbour Lights Society?";
+    let units = |args: &[&str]| {
+        let tmp = tempfile::tempdir().unwrap();
+        let out_path = tmp.path().join("a.jsonl");
+        let q = tmp.path().join("q.jsonl");
+        std::fs::write(&q, serde_json::json!({"id": "x", "question": question}).to_string()).unwrap();
+        let mut all = vec!["--questions", q.to_str().unwrap(), "--out", out_path.to_str().unwrap(), "--quiet"];
+        all.extend(args);
+        let out = query_env(&all, &[]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let a = answers(&out_path).remove(0);
+        let mut units: Vec<String> = a["evidence"].as_array().unwrap().iter().map(|e| e["unit"].as_str().unwrap().to_owned()).collect();
+        units.sort();
+        units.dedup();
+        (a["variant"].as_str().unwrap().to_owned(), units)
+    };
+    let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(units(&[]), ("hybrid".into(), s(&["cluster", "edge", "entity", "hyperedge"])));
+    assert_eq!(units(&["--mode", "hypergraph"]).1, s(&["cluster", "entity", "hyperedge"]));
+    assert_eq!(units(&["--mode", "graph"]).1, s(&["edge", "entity"]));
+    assert_eq!(units(&["--mode", "chunks"]).1, s(&["chunk"]));
+    assert_eq!(units(&["--mode", "none"]), ("none".into(), vec![]));
+    assert_eq!(units(&["--mode", "hypergraphrag"]).1, s(&["chunk", "entity", "hyperedge"]));
+    assert_eq!(units(&["--no-hyperedges", "--no-clusters"]), ("hybrid w/o HR+SSC".into(), s(&["edge", "entity"])));
+    assert_eq!(units(&["--no-entities", "--no-edges"]), ("hybrid w/o ER+EnR".into(), s(&["cluster", "hyperedge"])));
+    // A budget caps the context.
+    let tmp = tempfile::tempdir().unwrap();
+    let out_path = tmp.path().join("a.jsonl");
+    let out = query_env(&["--questions", questions_file().to_str().unwrap(), "--out", out_path.to_str().unwrap(), "--max-context-tokens", "150", "-q"], &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for a in answers(&out_path) {
+        assert!(a["context_tokens"].as_u64().unwrap() <= 150, "{a}");
+    }
+}
+
+#[test]
+fn unusable_inputs_get_clear_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    // An index without a kb.
+    let bare = tmp.path().join("bare");
+    let ingest = run("ingest", &["--index", bare.to_str().unwrap(), "--corpus", sample_corpus().to_str().unwrap(), "-q"]);
+    assert_eq!(ingest.code, 0, "{}", ingest.stderr);
+    let out = run_env("query", &["--index", bare.to_str().unwrap(), "anything?"], &ENV);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("has no merged knowledge base") && out.stderr.contains("make index"), "{}", out.stderr);
+    // Another embedding model than the index's.
+    let out = query_env(&["anything?"], &[("FLEXSTRUCT_EMBED__MODEL", "hashing-32")]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("`hashing-64`") && out.stderr.contains("`hashing-32`"), "{}", out.stderr);
+    // Empty questions, on the command line or in a file; a broken line.
+    let out = query_env(&["  "], &[]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("the question is empty"), "{}", out.stderr);
+    let q = tmp.path().join("q.jsonl");
+    std::fs::write(&q, "{\"id\": \"a\", \"question\": \"Who?\"}\n{\"id\": \"b\", \"question\": \" \"}\n").unwrap();
+    let out = query_env(&["--questions", q.to_str().unwrap()], &[]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("q.jsonl:2: question `b` is empty"), "{}", out.stderr);
+    std::fs::write(&q, "{\"id\": \"a\", \"question\": \"Who?\"}\n{\"id\": \"b\", \"text\": \"Who?\"}\n").unwrap();
+    let out = query_env(&["--questions", q.to_str().unwrap()], &[]);
+    assert!(out.stderr.contains("q.jsonl:2: field `question` is missing"), "{}", out.stderr);
+    std::fs::write(&q, "{\"id\": \"a\", \"question\": \"Who?\"}\nnot json\n").unwrap();
+    let out = query_env(&["--questions", q.to_str().unwrap()], &[]);
+    assert!(out.stderr.contains("q.jsonl:2: not a JSON object"), "{}", out.stderr);
+    let out = query_env(&["Who?", "--mode", "sideways"], &[]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("unknown query mode `sideways`"), "{}", out.stderr);
+}
+
+#[test]
+fn llm_answers_cite_their_evidence_and_are_recorded() {
+    let server = FakeLlm::start(|request| {
+        let user = request.last_user_message();
+        if user.contains("\n\nEVIDENCE:\n") {
+            Reply::content("Nerys Pascoe [1]. She has chaired it since 2017 [1][2].")
+        } else {
+            Reply::content("{\"entities\": [\"Port Ellery Harbour Lights Society\"]}")
+        }
+    });
+    // The index is shared: answer in a copy so that the call log and cache stay out of it.
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    copy_dir(sample_index(), &index);
+    let url = server.base_url();
+    let env = [
+        ("FLEXSTRUCT_EMBED__MODEL", "hashing-64"),
+        ("FLEXSTRUCT_LLM__BASE_URL", url.as_str()),
+        ("FLEXSTRUCT_LLM__MODEL", "fake-model"),
+        ("FLEXSTRUCT_LLM__API_KEY_ENV", ""),
+        ("FLEXSTRUCT_LLM__BACKOFF_INITIAL_MS", "5"),
+    ];
+    let out_path = tmp.path().join("a.jsonl");
+    let q = tmp.path().join("q.jsonl");
+    std::fs::write(&q, "{\"id\": \"x\", \"question\": \"Who chairs the Harbour Lights Society?\"}\n").unwrap();
+    let args = ["--index", index.to_str().unwrap(), "--questions", q.to_str().unwrap(), "--out", out_path.to_str().unwrap()];
+    server.script([Reply::Status { code: 429, retry_after: Some(0.01) }]);
+    let out = run_env("query", &args, &env);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let a = answers(&out_path).remove(0);
+    assert_eq!(a["generator"], "llm");
+    assert_eq!(a["answer"], "Nerys Pascoe [1]. She has chaired it since 2017 [1][2].");
+    assert_eq!(a["cited"], serde_json::json!([1, 2]));
+    assert_eq!(a["query_entities"][0]["query"], "Port Ellery Harbour Lights Society");
+    assert_eq!(a["query_entities"][0]["via"], "name");
+    let mut expected: Vec<Value> = a["evidence"][0]["spans"].as_array().unwrap().clone();
+    for s in a["evidence"][1]["spans"].as_array().unwrap() {
+        if !expected.contains(s) {
+            expected.push(s.clone());
+        }
+    }
+    assert_eq!(a["citations"].as_array().unwrap(), &expected);
+    // The prompt carried the numbered evidence.
+    let answer_request = server.requests().into_iter().find(|r| r.last_user_message().contains("EVIDENCE:")).unwrap();
+    assert!(answer_request.last_user_message().contains("\n[1] ("), "{}", answer_request.last_user_message());
+
+    let calls = query(&index, "SELECT purpose, count(*) AS n FROM llm_calls WHERE stage = 'query' AND status = 'ok' GROUP BY purpose ORDER BY purpose");
+    assert_eq!(calls, vec![serde_json::json!({"purpose": "answer", "n": 1}), serde_json::json!({"purpose": "query_entities", "n": 1})]);
+    // A rerun is answered from the cache.
+    let before = server.request_count();
+    let out = run_env("query", &args, &env);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(server.request_count(), before);
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+}

@@ -187,7 +187,7 @@ impl Embedder for MiniLm {
         // candle's matrix products already use every core, and two batches at once were slower.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].get_ids().len()));
-        let batches: Vec<&[usize]> = order.chunks(self.batch_size).collect();
+        let batches = length_batches(&order, |i| encodings[i].get_ids().len(), self.batch_size);
         let vectors: Vec<Vec<Vec<f32>>> = batches
             .iter()
             .map(|batch| {
@@ -203,6 +203,28 @@ impl Embedder for MiniLm {
         }
         Ok(out)
     }
+}
+
+/// Largest attention-score tensor of one batch (batch × 12 heads × length² × 4 bytes). Long
+/// inputs get smaller batches: with fixed batches of 64, 256-token inputs allocate 200 MB per
+/// layer, which costs page faults on every allocation and runs out of cache. Measured on the
+/// sample corpus's 707 units (BENCHMARKS.md): no cap 49 s; 24 MB 24.8 s; 8 MB 20.5 s; 4 MB, 2 MB,
+/// 1 MB 18.0–18.4 s. At 4 MB, ~30-token sentences still fill batches of 64.
+const MAX_ATTENTION_BYTES: usize = 4 << 20;
+
+/// Consecutive runs of `order` (sorted by decreasing length) of at most `batch_size` items whose
+/// attention scores fit [`MAX_ATTENTION_BYTES`] (always at least one item).
+fn length_batches(order: &[usize], len: impl Fn(usize) -> usize, batch_size: usize) -> Vec<&[usize]> {
+    let mut batches = Vec::new();
+    let mut start = 0;
+    while start < order.len() {
+        let longest = len(order[start]).max(1);
+        let fit = (MAX_ATTENTION_BYTES / (12 * 4 * longest * longest)).clamp(1, batch_size.max(1));
+        let end = (start + fit).min(order.len());
+        batches.push(&order[start..end]);
+        start = end;
+    }
+    batches
 }
 
 /// Signed feature hashing of lowercase word unigrams and bigrams into `dim` buckets,
@@ -271,5 +293,22 @@ mod tests {
         assert!(dot(&v[0], &v[1]) > dot(&v[0], &v[2]));
         assert!(v[3].iter().all(|x| *x == 0.0));
         assert_eq!(e.model(), "hashing-64");
+    }
+
+    #[test]
+    fn long_inputs_get_smaller_batches() {
+        let lengths = [256, 256, 250, 200, 100, 33, 33, 33, 10, 1];
+        let order: Vec<usize> = (0..lengths.len()).collect();
+        let batches = length_batches(&order, |i| lengths[i], 64);
+        assert_eq!(batches.concat(), order);
+        for b in &batches {
+            let longest = lengths[b[0]];
+            assert!(b.len() == 1 || b.len() * 12 * 4 * longest * longest <= MAX_ATTENTION_BYTES, "{b:?}");
+        }
+        // 256 tokens: one input at a time; short inputs fill a whole batch.
+        assert_eq!(length_batches(&[0; 20], |_| 256, 64).first().map(|b| b.len()), Some(1));
+        assert_eq!(length_batches(&[0; 30], |_| 64, 64).first().map(|b| b.len()), Some(21));
+        assert_eq!(length_batches(&[0; 100], |_| 33, 64).first().map(|b| b.len()), Some(64));
+        assert!(length_batches(&[], |_| 1, 64).is_empty());
     }
 }

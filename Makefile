@@ -14,16 +14,30 @@ FORMAT  ?= table
 MODE    ?= hybrid
 QUESTIONS ?=
 OUT     ?=
+MODES   ?= hybrid,hypergraph,graph,chunks,hypergraphrag,none
+PARAM   ?= n_eh
+VALUES  ?=
+MAX_CONTEXT_TOKENS ?=
+EQUAL_BUDGET ?=
+LIMIT   ?=
+
+# Evaluation targets index QA=<set> into data/indexes/<set> unless INDEX is given.
+QA_NAME  = $(notdir $(patsubst %/,%,$(QA)))
+QA_INDEX = $(if $(filter command line environment,$(origin INDEX)),$(INDEX),data/indexes/$(QA_NAME))
+EVAL_DIR = $(or $(OUT),data/eval/$(QA_NAME)/$@)
+EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONFIG),--config $(CONFIG)) \
+             $(if $(MAX_CONTEXT_TOKENS),--max-context-tokens $(MAX_CONTEXT_TOKENS)) $(if $(LIMIT),--limit $(LIMIT))
 
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help build model demo test bench ingest chunk extract hypergraph graph embed cluster merge index query sql clean
+.PHONY: help build model demo test bench ingest chunk extract hypergraph graph embed cluster merge index query eval ablate sweep qa-index sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo ""
 	@echo "Variables: CORPUS=$(CORPUS) INDEX=$(INDEX) CONFIG=$(CONFIG) SHARD=$(SHARD) QA=$(QA)"
+	@echo "  query: MODE=$(MODE) Q=... QUESTIONS=... OUT=...; eval: MODES=$(MODES) EQUAL_BUDGET= MAX_CONTEXT_TOKENS= LIMIT= OUT=; sweep: PARAM=$(PARAM) VALUES="
 
 build: ## Build the stage binaries (dev profile, hot crates optimised)
 	$(CARGO) build --bins
@@ -103,7 +117,7 @@ cluster: build ## Cluster each document's hyperedges of INDEX (SSC)
 merge: build ## Merge the per-document tables of INDEX into kb/ (whole index, no SHARD)
 	$(BIN)/flexstruct-merge --index $(INDEX) $(if $(CONFIG),--config $(CONFIG))
 
-index: ## Run every stage that exists so far on CORPUS into INDEX
+index: ## Run every construction stage (ingest … merge) on CORPUS into INDEX
 	$(MAKE) --no-print-directory ingest
 	$(MAKE) --no-print-directory chunk
 	$(MAKE) --no-print-directory extract
@@ -119,6 +133,18 @@ query: build ## Answer Q="a question" (printed), or QUESTIONS=<jsonl> into OUT=<
 	elif [ -n "$(QUESTIONS)" ]; then \
 	  $(BIN)/flexstruct-query --index $(INDEX) --mode $(MODE) $(if $(CONFIG),--config $(CONFIG)) --questions $(QUESTIONS) $(if $(OUT),--out $(OUT)); \
 	else echo 'give Q="a question", or QUESTIONS=<file.jsonl> [OUT=<answers.jsonl>]' >&2; exit 2; fi
+
+qa-index: build model ## Build (or bring up to date) the index of QA=<set> in data/indexes/<set>
+	$(MAKE) --no-print-directory index CORPUS=$(QA)/corpus.jsonl INDEX=$(QA_INDEX)
+
+eval: qa-index ## Score MODES on QA=<set> → OUT/summary.json, results, report.md, charts (EQUAL_BUDGET=1 adds modes capped at hybrid's budget)
+	$(BIN)/flexstruct-eval run $(EVAL_FLAGS) --modes $(MODES) $(if $(EQUAL_BUDGET),--equal-budget)
+
+ablate: qa-index ## The paper's ablation table on QA=<set> (toggles; w/o SW on a sibling index) → OUT/report.md
+	$(BIN)/flexstruct-eval ablate $(EVAL_FLAGS)
+
+sweep: qa-index ## Sweep PARAM=n_eh|n_e|tau_s|tau_e over VALUES=a,b,… on QA=<set> → OUT/report.md and curves
+	$(BIN)/flexstruct-eval sweep $(EVAL_FLAGS) --param $(PARAM) $(if $(VALUES),--values $(VALUES))
 
 sql: build ## Run Q="<SQL>" over INDEX (FORMAT=table|csv|json|jsonl)
 	@$(BIN)/flexstruct-sql --index $(INDEX) --format $(FORMAT) "$(Q)"

@@ -177,6 +177,21 @@ pub fn read_doc(index: &Index, table: Table, doc_id: &str) -> Result<Vec<RecordB
     Ok(out)
 }
 
+/// Writes serialisable rows as one Parquet file (zstd) with `schema`: fields the schema does
+/// not name are left out, nested lists and structs are decoded by arrow's JSON decoder. For
+/// output files outside an index (answers, evaluation results).
+pub fn write_rows_parquet<T: serde::Serialize>(path: &Path, schema: arrow::datatypes::SchemaRef, rows: &[T]) -> Result<()> {
+    let mut decoder = arrow::json::ReaderBuilder::new(schema.clone()).build_decoder()?;
+    decoder.serialize(rows)?;
+    let batch = decoder.flush()?.unwrap_or_else(|| RecordBatch::new_empty(schema.clone()));
+    let props = WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::default())).build();
+    let mut bytes = Vec::new();
+    let mut writer = ArrowWriter::try_new(&mut bytes, schema, Some(props)).map_err(Error::parquet("writing", path))?;
+    writer.write(&batch).map_err(Error::parquet("writing", path))?;
+    writer.close().map_err(Error::parquet("writing", path))?;
+    write_file_atomic(path, &bytes)
+}
+
 /// A Utf8 column of a batch that passed the schema check.
 pub fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
     typed(batch, name)

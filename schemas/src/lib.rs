@@ -445,6 +445,34 @@ pub fn answers_schema() -> SchemaRef {
     ANSWERS.clone()
 }
 
+/// Schema of an evaluation's `results.parquet` (one row per variant and question; not an index
+/// table). Measures that do not apply to a question are null.
+pub fn eval_results_schema() -> SchemaRef {
+    static RESULTS: LazyLock<SchemaRef> = LazyLock::new(|| {
+        let f64_ = |name: &str| Field::new(name, DataType::Float64, false);
+        let f64_null = |name: &str| Field::new(name, DataType::Float64, true);
+        Arc::new(Schema::new(vec![
+            utf8("variant"),
+            utf8("mode"),
+            utf8(col::ID),
+            utf8("type"),
+            utf8("question"),
+            utf8("answer"),
+            f64_("em"),
+            f64_("f1"),
+            f64_null("ge"),
+            f64_null("answer_recall"),
+            f64_null("answer_token_recall"),
+            f64_null("evidence_recall"),
+            f64_null("doc_recall"),
+            i64_("context_tokens"),
+            f64_("retrieval_ms"),
+            f64_("generation_ms"),
+        ]))
+    });
+    RESULTS.clone()
+}
+
 static SCHEMAS: LazyLock<HashMap<Table, SchemaRef>> = LazyLock::new(|| {
     Table::ALL
         .into_iter()

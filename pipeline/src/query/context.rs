@@ -121,8 +121,9 @@ pub fn line(number: usize, e: &Evidence) -> String {
 impl Context {
     /// The evidence of `rows`, deduplicated (by unit and id, then by identical text), ranked by
     /// score (ties: unit, then id), and cut to `budget` tokens by dropping the lowest-ranked
-    /// evidence first (0: no budget). A first piece of evidence larger than the whole budget is
-    /// cut to fit rather than leaving the context empty.
+    /// evidence first (0: no budget). The piece that crosses the budget is shortened to the room
+    /// left when that is at least 48 tokens (always, when it is the first), so that a budget is
+    /// used about fully whatever the size of the pieces.
     pub fn assemble(kb: &Kb, rows: &[Retrieved], budget: usize, counter: &TokenCounter) -> Context {
         let mut all: Vec<Evidence> = rows.iter().map(|r| evidence(kb, r)).collect();
         all.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.unit.cmp(&b.unit)).then(a.id.cmp(&b.id)));
@@ -136,9 +137,14 @@ impl Context {
         for mut e in all {
             e.tokens = counter.count(&line(kept.len() + 1, &e)) + 1;
             if budget > 0 && used + e.tokens > budget {
-                if kept.is_empty() {
-                    cut_to_fit(&mut e, budget, counter);
-                    kept.push(e);
+                // The piece that crosses the budget is cut to the room left, when that room is
+                // worth a piece (or when nothing was kept yet); everything ranked below it goes.
+                let room = budget - used;
+                if room >= MIN_CUT_TOKENS || kept.is_empty() {
+                    cut_to_fit(&mut e, kept.len() + 1, room, counter);
+                    if !e.text.is_empty() {
+                        kept.push(e);
+                    }
                 }
                 break;
             }
@@ -157,9 +163,13 @@ impl Context {
     }
 }
 
-/// Shortens the text of a piece of evidence until its line fits `budget` tokens.
-fn cut_to_fit(e: &mut Evidence, budget: usize, counter: &TokenCounter) {
-    let overhead = counter.count(&line(1, &Evidence { text: String::new(), ..e.clone() })) + 1;
+/// Least room (tokens) for which the piece of evidence that crosses the budget is cut to fit
+/// rather than dropped.
+const MIN_CUT_TOKENS: usize = 48;
+
+/// Shortens the text of the `number`th piece of evidence until its line fits `budget` tokens.
+fn cut_to_fit(e: &mut Evidence, number: usize, budget: usize, counter: &TokenCounter) {
+    let overhead = counter.count(&line(number, &Evidence { text: String::new(), ..e.clone() })) + 1;
     let room = budget.saturating_sub(overhead);
     let lengths = counter.token_byte_lengths(&e.text);
     let bytes: usize = lengths.iter().take(room).sum();
@@ -168,8 +178,8 @@ fn cut_to_fit(e: &mut Evidence, budget: usize, counter: &TokenCounter) {
         cut -= 1;
     }
     e.text.truncate(cut);
-    e.tokens = counter.count(&line(1, e)) + 1;
+    e.tokens = counter.count(&line(number, e)) + 1;
     while e.tokens > budget && e.text.pop().is_some() {
-        e.tokens = counter.count(&line(1, e)) + 1;
+        e.tokens = counter.count(&line(number, e)) + 1;
     }
 }

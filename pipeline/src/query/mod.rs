@@ -214,9 +214,14 @@ impl Engine {
         Ok(Engine { kb, load_seconds, index: index.clone(), embedder, runner, counter: TokenCounter::cl100k() })
     }
 
-    /// Whether answers and query entities come from an LLM.
-    pub fn uses_llm(&self) -> bool {
-        self.runner.is_some()
+    /// The LLM runner, when an LLM is configured.
+    pub fn runner(&self) -> Option<&Runner> {
+        self.runner.as_ref()
+    }
+
+    /// The embedder of the questions (the index's model).
+    pub fn embedder(&self) -> &dyn Embedder {
+        self.embedder.as_ref()
     }
 
     /// Embeds the questions and finds their entities (LLM prompt, or the rules extractor when
@@ -262,9 +267,11 @@ impl Engine {
         let input = QueryInput { vector: &prepared.vectors[i], entities: &prepared.entities[i], entity_vectors: &prepared.entity_vectors[i] };
         let retrieval = retrieve::retrieve(&self.kb, config, thresholds, input);
         let context = Context::assemble(&self.kb, &retrieval.rows, config.max_context_tokens, &self.counter);
-        let mut ms = started.elapsed().as_secs_f64() * 1000.0 + prepared.embed_ms;
-        if config.mode == Mode::Hypergraphrag {
-            ms += prepared.entity_embed_ms;
+        let mut ms = started.elapsed().as_secs_f64() * 1000.0;
+        match config.mode {
+            Mode::None => {}
+            Mode::Hypergraphrag => ms += prepared.embed_ms + prepared.entity_embed_ms,
+            _ => ms += prepared.embed_ms,
         }
         (context, retrieval.entity_matches, ms)
     }
@@ -349,16 +356,5 @@ pub fn write_jsonl(path: &Path, answers: &[Answer]) -> Result<()> {
 
 /// Writes answers as a Parquet table (schema [`flexstruct_schemas::answers_schema`]).
 pub fn write_parquet(path: &Path, answers: &[Answer]) -> Result<()> {
-    let schema = flexstruct_schemas::answers_schema();
-    let mut decoder = arrow::json::ReaderBuilder::new(schema.clone()).build_decoder()?;
-    decoder.serialize(answers)?;
-    let batch = decoder.flush()?.unwrap_or_else(|| arrow::array::RecordBatch::new_empty(schema.clone()));
-    let mut bytes = Vec::new();
-    let props = parquet::file::properties::WriterProperties::builder()
-        .set_compression(parquet::basic::Compression::ZSTD(parquet::basic::ZstdLevel::default()))
-        .build();
-    let mut writer = parquet::arrow::ArrowWriter::try_new(&mut bytes, schema, Some(props)).map_err(Error::parquet("writing answers", path))?;
-    writer.write(&batch).map_err(Error::parquet("writing answers", path))?;
-    writer.close().map_err(Error::parquet("writing answers", path))?;
-    crate::io::write_file_atomic(path, &bytes)
+    crate::io::write_rows_parquet(path, flexstruct_schemas::answers_schema(), answers)
 }

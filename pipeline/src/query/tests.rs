@@ -17,7 +17,9 @@ use crate::tokens::TokenCounter;
 /// The one document of the tiny kb. Every hyperedge is one of its sentences.
 const DOC: &str = "The Velda Basin Authority (VBA) runs the Harlow gauge. Mara Quint chairs the VBA. \
 The gauge measured 7.9 cubic metres per second in August. Quint signed the compact in 2009. \
-Rain fell in May.";
+Rain fell in May. Long records kept at the gauge show the summer flow falling slowly over many \
+decades, with wet and dry runs of several seasons each, while the winter flow has changed far less, and \
+the readings are checked by hand every week by staff who walk the bank from the weir to the bridge.";
 
 fn at_cosines(cosines: &[f32]) -> Vectors {
     let values: Vec<f32> = cosines.iter().flat_map(|&c| [c, (1.0 - c * c).max(0.0).sqrt(), 0.0]).collect();
@@ -257,6 +259,18 @@ fn context_is_deduplicated_ranked_cited_and_trimmed() {
     assert_eq!(cut.evidence.len(), 2);
     assert_eq!(cut.trimmed, 2);
     assert!(cut.tokens <= budget, "{} > {budget}", cut.tokens);
+    // With room for part of the next piece (at least 48 tokens), it is shortened to fill the
+    // budget; with less room it is dropped.
+    let long = Retrieved { unit: Unit::Chunk, row: 1, score: 0.5 };
+    let with_chunk = [rows[2], long];
+    let first = Context::assemble(&kb, &rows[2..3], 0, &counter).tokens + 1;
+    let chunk_tokens = Context::assemble(&kb, &[long], 0, &counter).tokens;
+    assert!(chunk_tokens > 48, "{chunk_tokens}");
+    let filled = Context::assemble(&kb, &with_chunk, first + 48, &counter);
+    assert_eq!(filled.evidence.len(), 2);
+    assert!(filled.evidence[1].text.len() < kb.chunks.text.value(1).len());
+    assert!(filled.tokens <= first + 48 && filled.tokens + 8 >= first + 48, "{} of {}", filled.tokens, first + 48);
+    assert_eq!(Context::assemble(&kb, &with_chunk, first + 47, &counter).evidence.len(), 1);
     // A first piece larger than the whole budget is cut to fit.
     let tiny = Context::assemble(&kb, &rows, 20, &counter);
     assert_eq!(tiny.evidence.len(), 1);

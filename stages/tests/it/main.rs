@@ -4,6 +4,7 @@
 mod util;
 
 mod construct;
+mod eval;
 mod ingest_chunk;
 mod kb;
 mod llm_extract;

@@ -11,8 +11,9 @@ use serde_json::Value;
 use crate::kb::{ENV, build, sample_corpus};
 use crate::util::*;
 
-/// The sample corpus indexed once (rules backend, hashing vectors) for every test here.
-fn sample_index() -> &'static Path {
+/// The sample corpus indexed once (rules backend, hashing vectors) for every test that only
+/// reads it.
+pub(crate) fn sample_index() -> &'static Path {
     static INDEX: OnceLock<PathBuf> = OnceLock::new();
     INDEX.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap().keep();
@@ -22,7 +23,7 @@ fn sample_index() -> &'static Path {
     })
 }
 
-fn questions_file() -> PathBuf {
+pub(crate) fn questions_file() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/sample/questions.jsonl")
 }
 
@@ -224,7 +225,7 @@ fn llm_answers_cite_their_evidence_and_are_recorded() {
     assert_eq!(server.request_count(), before);
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let path = entry.unwrap().path();

@@ -33,6 +33,7 @@ pub fn bin(name: &str) -> PathBuf {
         "cluster" => env!("CARGO_BIN_EXE_flexstruct-cluster").into(),
         "merge" => env!("CARGO_BIN_EXE_flexstruct-merge").into(),
         "query" => env!("CARGO_BIN_EXE_flexstruct-query").into(),
+        "eval" => env!("CARGO_BIN_EXE_flexstruct-eval").into(),
         other => panic!("no binary {other}"),
     }
 }

@@ -1,0 +1,298 @@
+//! Evaluation: answer a question set under several retrieval variants (modes, toggles,
+//! breadths, or sibling indexes built with other construction settings) and score every
+//! answer and context.
+//!
+//! Per question: EM and F1 against the gold answers ([`metrics`]); GE from an LLM judge when an
+//! LLM is configured ([`judge`]), never estimated otherwise; answer recall, answer-token recall,
+//! evidence recall and document recall of the context; context tokens; retrieval and generation
+//! latency. Per variant: means (rates ×100), latency percentiles, and the same by question type.
+//! [`report`] writes `results.jsonl`, `results.parquet`, `summary.json`, `report.md` and plots;
+//! [`runs`] holds the ablation rows and sweeps, [`cost`] the construction/generation cost table.
+
+pub mod cost;
+pub mod judge;
+pub mod metrics;
+pub mod plot;
+pub mod report;
+pub mod runs;
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::BufRead;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use self::metrics::{ContextText, doc_recall, exact_match, f1, mean, percentile};
+use crate::config::QueryConfig;
+use crate::error::{Error, Result};
+use crate::query::{Engine, Prepared, Question};
+
+/// One question of an evaluation set (`questions.jsonl` of `../qa/<set>/`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct QaQuestion {
+    /// Identifier.
+    pub id: String,
+    /// The question.
+    pub question: String,
+    /// Gold answers (any one counts).
+    #[serde(default)]
+    pub answers: Vec<String>,
+    /// Question type (null in some sets).
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    /// Documents that hold the answer.
+    #[serde(default)]
+    pub doc_ids: Vec<String>,
+    /// Gold evidence strings.
+    #[serde(default)]
+    pub evidence: Vec<String>,
+}
+
+/// Reads a question set; a bad line is an error naming the file and line.
+pub fn read_qa(path: &Path) -> Result<Vec<QaQuestion>> {
+    let file = std::fs::File::open(path).map_err(Error::io("opening the questions file", path))?;
+    let mut out: Vec<QaQuestion> = Vec::new();
+    let mut ids = HashSet::new();
+    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(Error::io("reading the questions file", path))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = format!("{}:{}", path.display(), n + 1);
+        let q: QaQuestion = serde_json::from_str(&line).map_err(|e| Error::Input(format!("{at}: {e}")))?;
+        if q.question.trim().is_empty() {
+            return Err(Error::Input(format!("{at}: question `{}` is empty", q.id)));
+        }
+        if !ids.insert(q.id.clone()) {
+            return Err(Error::Input(format!("{at}: question id `{}` appears twice", q.id)));
+        }
+        out.push(q);
+    }
+    if out.is_empty() {
+        return Err(Error::Input(format!("{}: no questions", path.display())));
+    }
+    Ok(out)
+}
+
+/// A retrieval configuration under evaluation, with the engine (index) it runs on.
+#[derive(Debug, Clone)]
+pub struct Variant {
+    /// Name in reports (`hybrid`, `w/o ER+SSC`, `n_eh=5`, …).
+    pub label: String,
+    /// Query settings.
+    pub config: QueryConfig,
+}
+
+/// The scores of one answered question.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    /// Variant label.
+    pub variant: String,
+    /// Retrieval strategy.
+    pub mode: String,
+    /// Question id.
+    pub id: String,
+    /// Question type (`untyped` when the set has none).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The question.
+    pub question: String,
+    /// The answer given.
+    pub answer: String,
+    /// Exact match (0/1).
+    pub em: f64,
+    /// Token F1.
+    pub f1: f64,
+    /// GE (0–1), when an LLM judge ran.
+    pub ge: Option<f64>,
+    /// A gold answer occurs in the context (0/1).
+    pub answer_recall: Option<f64>,
+    /// Share of the gold answer's content words in the context.
+    pub answer_token_recall: Option<f64>,
+    /// Share of the gold evidence's content words in the context.
+    pub evidence_recall: Option<f64>,
+    /// Share of the gold documents among the context's documents.
+    pub doc_recall: Option<f64>,
+    /// Context tokens (cl100k).
+    pub context_tokens: usize,
+    /// Retrieval latency (no LLM).
+    pub retrieval_ms: f64,
+    /// Generation latency.
+    pub generation_ms: f64,
+}
+
+/// Questions prepared once for every variant of one engine.
+pub fn prepare(engine: &Engine, qa: &[QaQuestion]) -> Result<Prepared> {
+    engine.prepare(qa.iter().map(|q| Question { id: q.id.clone(), question: q.question.clone() }).collect())
+}
+
+/// Answers and scores every question under one variant.
+pub fn evaluate(engine: &Engine, prepared: &Prepared, qa: &[QaQuestion], variant: &Variant, judge: Option<&judge::Judge>) -> Result<Vec<Row>> {
+    let answers = engine.answer(prepared, &variant.config)?;
+    let ge = match judge {
+        Some(j) => j.grade(qa, &answers)?.into_iter().map(Some).collect(),
+        None => vec![None; answers.len()],
+    };
+    Ok(qa
+        .iter()
+        .zip(&answers)
+        .zip(ge)
+        .map(|((q, a), ge)| {
+            // The measures look at the evidence texts only (not the numbering and spans around them).
+            let text: Vec<&str> = a.evidence.iter().map(|e| e.text.as_str()).collect();
+            let context = ContextText::new(&text.join("\n"));
+            let docs: HashSet<&str> = a.evidence.iter().map(|e| e.doc_id.as_str()).collect();
+            let f1 = f1(&a.answer, &q.answers);
+            Row {
+                variant: variant.label.clone(),
+                mode: variant.config.mode.name().to_owned(),
+                id: q.id.clone(),
+                kind: q.kind.clone().unwrap_or_else(|| "untyped".into()),
+                question: q.question.clone(),
+                answer: a.answer.clone(),
+                em: exact_match(&a.answer, &q.answers),
+                f1,
+                ge: ge.flatten().map(|scores| judge::ge(&scores, f1)),
+                answer_recall: context.contains_answer(&q.answers),
+                answer_token_recall: context.answer_token_recall(&q.answers),
+                evidence_recall: context.evidence_recall(&q.evidence),
+                doc_recall: doc_recall(&q.doc_ids, &docs),
+                context_tokens: a.context_tokens,
+                retrieval_ms: a.retrieval_ms,
+                generation_ms: a.generation_ms,
+            }
+        })
+        .collect())
+}
+
+/// Aggregates of a set of rows; rates are percentages, `None` where nothing was measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stats {
+    /// Questions.
+    pub n: usize,
+    /// Exact match ×100.
+    pub em: Option<f64>,
+    /// F1 ×100.
+    pub f1: Option<f64>,
+    /// GE ×100 (null when no LLM judge ran).
+    pub ge: Option<f64>,
+    /// Answer recall ×100.
+    pub answer_recall: Option<f64>,
+    /// Answer-token recall ×100.
+    pub answer_token_recall: Option<f64>,
+    /// Evidence recall ×100.
+    pub evidence_recall: Option<f64>,
+    /// Document recall ×100.
+    pub doc_recall: Option<f64>,
+    /// Mean context tokens.
+    pub context_tokens_mean: Option<f64>,
+    /// Median retrieval latency.
+    pub retrieval_ms_p50: Option<f64>,
+    /// 95th percentile retrieval latency.
+    pub retrieval_ms_p95: Option<f64>,
+    /// The same per question type (absent inside a type).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by_type: Option<BTreeMap<String, Stats>>,
+}
+
+fn pct(values: impl Iterator<Item = f64>) -> Option<f64> {
+    mean(values).map(|m| (m * 10_000.0).round() / 100.0)
+}
+
+fn round2(v: Option<f64>) -> Option<f64> {
+    v.map(|v| (v * 100.0).round() / 100.0)
+}
+
+/// Aggregates rows (and, when `by_type`, each question type).
+pub fn stats(rows: &[&Row], by_type: bool) -> Stats {
+    let latencies: Vec<f64> = rows.iter().map(|r| r.retrieval_ms).collect();
+    let types = by_type.then(|| {
+        let mut groups: BTreeMap<String, Vec<&Row>> = BTreeMap::new();
+        for r in rows {
+            groups.entry(r.kind.clone()).or_default().push(r);
+        }
+        groups.into_iter().map(|(k, rs)| (k, stats(&rs, false))).collect()
+    });
+    Stats {
+        n: rows.len(),
+        em: pct(rows.iter().map(|r| r.em)),
+        f1: pct(rows.iter().map(|r| r.f1)),
+        ge: pct(rows.iter().filter_map(|r| r.ge)),
+        answer_recall: pct(rows.iter().filter_map(|r| r.answer_recall)),
+        answer_token_recall: pct(rows.iter().filter_map(|r| r.answer_token_recall)),
+        evidence_recall: pct(rows.iter().filter_map(|r| r.evidence_recall)),
+        doc_recall: pct(rows.iter().filter_map(|r| r.doc_recall)),
+        context_tokens_mean: round2(mean(rows.iter().map(|r| r.context_tokens as f64))),
+        retrieval_ms_p50: round2(percentile(&latencies, 0.5)),
+        retrieval_ms_p95: round2(percentile(&latencies, 0.95)),
+        by_type: types,
+    }
+}
+
+/// The summary of every variant, in the order given.
+pub fn summarise(rows: &[Row], variants: &[String]) -> Vec<(String, Stats)> {
+    variants
+        .iter()
+        .map(|v| {
+            let mine: Vec<&Row> = rows.iter().filter(|r| &r.variant == v).collect();
+            (v.clone(), stats(&mine, true))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(kind: &str, em: f64, recall: Option<f64>, ms: f64) -> Row {
+        Row {
+            variant: "v".into(),
+            mode: "hybrid".into(),
+            id: "q".into(),
+            kind: kind.into(),
+            question: String::new(),
+            answer: String::new(),
+            em,
+            f1: em,
+            ge: None,
+            answer_recall: recall,
+            answer_token_recall: None,
+            evidence_recall: None,
+            doc_recall: None,
+            context_tokens: 100,
+            retrieval_ms: ms,
+            generation_ms: 0.0,
+        }
+    }
+
+    #[test]
+    fn stats_are_percentages_and_skip_what_was_not_measured() {
+        let rows = [row("a", 1.0, Some(1.0), 1.0), row("a", 0.0, None, 2.0), row("b", 0.0, Some(0.0), 30.0)];
+        let refs: Vec<&Row> = rows.iter().collect();
+        let s = stats(&refs, true);
+        assert_eq!(s.n, 3);
+        assert_eq!(s.em, Some(33.33));
+        assert_eq!(s.answer_recall, Some(50.0));
+        assert_eq!(s.ge, None);
+        assert_eq!(s.doc_recall, None);
+        assert_eq!((s.retrieval_ms_p50, s.retrieval_ms_p95), (Some(2.0), Some(30.0)));
+        let types = s.by_type.unwrap();
+        assert_eq!(types["a"].n, 2);
+        assert_eq!(types["b"].answer_recall, Some(0.0));
+        assert!(types["a"].by_type.is_none());
+    }
+
+    #[test]
+    fn question_sets_are_checked_line_by_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.jsonl");
+        std::fs::write(&path, "{\"id\": \"a\", \"question\": \"Who?\", \"answers\": [\"X\"], \"type\": null}\n\n{\"id\": \"b\"}\n").unwrap();
+        let err = read_qa(&path).unwrap_err().to_string();
+        assert!(err.contains("q.jsonl:3") && err.contains("question"), "{err}");
+        std::fs::write(&path, "{\"id\": \"a\", \"question\": \"Who?\"}\n{\"id\": \"a\", \"question\": \"Why?\"}\n").unwrap();
+        assert!(read_qa(&path).unwrap_err().to_string().contains("appears twice"));
+        std::fs::write(&path, "{\"id\": \"a\", \"question\": \"Who?\", \"answers\": [\"X\"], \"doc_ids\": [\"d\"]}\n").unwrap();
+        let qa = read_qa(&path).unwrap();
+        assert_eq!((qa[0].answers.clone(), qa[0].kind.clone(), qa[0].doc_ids.len()), (vec!["X".to_owned()], None, 1));
+    }
+}

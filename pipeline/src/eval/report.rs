@@ -1,0 +1,112 @@
+//! Writing an evaluation: `results.jsonl` and `results.parquet` (one row per variant and
+//! question), `summary.json`, `report.md` with its tables, and SVG charts beside it.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::plot;
+use super::{Row, Stats};
+use crate::error::{Error, Result};
+use crate::io::write_file_atomic;
+
+/// What a report is about, for its header.
+#[derive(Debug, Clone, Default)]
+pub struct Header {
+    /// Title line.
+    pub title: String,
+    /// Lines of settings (index, questions, model, generator, budget, …).
+    pub settings: Vec<String>,
+}
+
+fn cell(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".to_owned(), |v| format!("{v:.2}"))
+}
+
+/// The summary table in Markdown.
+pub fn summary_table(summary: &[(String, Stats)]) -> String {
+    let mut s = String::from(
+        "| variant | n | EM | F1 | GE | answer recall | answer-token recall | evidence recall | doc recall | context tokens | retrieval p50 ms | retrieval p95 ms |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for (name, st) in summary {
+        let _ = writeln!(
+            s,
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            st.n,
+            cell(st.em),
+            cell(st.f1),
+            st.ge.map_or_else(|| "not measured".to_owned(), |v| format!("{v:.2}")),
+            cell(st.answer_recall),
+            cell(st.answer_token_recall),
+            cell(st.evidence_recall),
+            cell(st.doc_recall),
+            cell(st.context_tokens_mean),
+            cell(st.retrieval_ms_p50),
+            cell(st.retrieval_ms_p95),
+        );
+    }
+    s
+}
+
+/// Writes every output of an evaluation into `out` and returns the report's path. `extra` is
+/// Markdown appended to the report (cost table, sweep tables).
+pub fn write(out: &Path, header: &Header, rows: &[Row], summary: &[(String, Stats)], extra: &str, plots: &[(String, String)]) -> Result<std::path::PathBuf> {
+    std::fs::create_dir_all(out).map_err(Error::io("creating the output folder", out))?;
+    let mut jsonl = String::new();
+    for r in rows {
+        jsonl.push_str(&serde_json::to_string(r)?);
+        jsonl.push('\n');
+    }
+    write_file_atomic(&out.join("results.jsonl"), jsonl.as_bytes())?;
+    crate::io::write_rows_parquet(&out.join("results.parquet"), flexstruct_schemas::eval_results_schema(), rows)?;
+    let mut json = serde_json::Map::new();
+    for (name, st) in summary {
+        json.insert(name.clone(), serde_json::to_value(st)?);
+    }
+    write_file_atomic(&out.join("summary.json"), serde_json::to_string_pretty(&json)?.as_bytes())?;
+
+    let mut md = format!("# {}\n\n", header.title);
+    for line in &header.settings {
+        let _ = writeln!(md, "- {line}");
+    }
+    md.push_str("\nRates are percentages over the questions where they apply (answer recall needs a gold answer, evidence recall gold evidence, document recall gold documents); GE needs an LLM judge and is never estimated.\n\n");
+    md.push_str(&summary_table(summary));
+    let mut types: Vec<&String> = summary.iter().flat_map(|(_, s)| s.by_type.iter().flat_map(|t| t.keys())).collect();
+    types.sort();
+    types.dedup();
+    if types.len() > 1 {
+        md.push_str("\n## By question type\n");
+        for t in types {
+            let per: Vec<(String, Stats)> =
+                summary.iter().filter_map(|(name, s)| s.by_type.as_ref().and_then(|b| b.get(t)).map(|st| (name.clone(), st.clone()))).collect();
+            let _ = write!(md, "\n### {t}\n\n{}", summary_table(&per));
+        }
+    }
+    md.push_str(extra);
+    if !plots.is_empty() {
+        md.push_str("\n## Charts\n\n");
+        for (caption, file) in plots {
+            let _ = writeln!(md, "![{caption}]({file})\n");
+        }
+    }
+    let path = out.join("report.md");
+    write_file_atomic(&path, md.as_bytes())?;
+    Ok(path)
+}
+
+/// The standard charts of a comparison: the recall measures and F1 per variant, and context
+/// tokens per variant. Returns (caption, file name) pairs.
+pub fn comparison_charts(out: &Path, title: &str, summary: &[(String, Stats)]) -> Result<Vec<(String, String)>> {
+    let names: Vec<String> = summary.iter().map(|(n, _)| n.clone()).collect();
+    let pick = |f: fn(&Stats) -> Option<f64>| summary.iter().map(|(_, s)| f(s)).collect::<Vec<_>>();
+    let measures = vec![
+        ("answer recall", pick(|s| s.answer_recall)),
+        ("answer-token recall", pick(|s| s.answer_token_recall)),
+        ("evidence recall", pick(|s| s.evidence_recall)),
+        ("doc recall", pick(|s| s.doc_recall)),
+        ("F1", pick(|s| s.f1)),
+    ];
+    plot::grouped_bars(&out.join("measures.svg"), &format!("{title}: measures"), &names, "%", &measures)?;
+    plot::grouped_bars(&out.join("context_tokens.svg"), &format!("{title}: context tokens per question"), &names, "tokens (cl100k)", &[("context tokens", pick(|s| s.context_tokens_mean))])?;
+    Ok(vec![("measures per variant".into(), "measures.svg".into()), ("context tokens per variant".into(), "context_tokens.svg".into())])
+}

@@ -1,0 +1,212 @@
+//! The runs of the evaluation binary: the paper's ablation rows (Table 2) as query-time
+//! variants of one index, sensitivity sweeps (Figure 3) of query-time breadths, and sibling
+//! indexes for the settings that change construction (w/o SW, τ_s, τ_e), rebuilt from the
+//! first affected stage with everything upstream shared.
+
+use std::path::Path;
+
+use super::Variant;
+use crate::config::{Config, QueryConfig};
+use crate::error::{Error, Result};
+use crate::index::{Index, Shard};
+use crate::stage::{NoProgress, RunContext, StageMetrics, record_run};
+
+/// The module toggles of the paper's ablation table, on top of `base` (whose mode should be
+/// hybrid): the full system, then each removal and the combined removals.
+pub fn ablation_variants(base: &QueryConfig) -> Vec<Variant> {
+    // (label, entities, hyperedges, edges, clusters)
+    let rows: [(&str, bool, bool, bool, bool); 11] = [
+        ("FlexStructRAG", true, true, true, true),
+        ("w/o SSC", true, true, true, false),
+        ("w/o HR", true, false, true, true),
+        ("w/o EnR", false, true, true, true),
+        ("w/o ER", true, true, false, true),
+        ("w/o ER+SSC", true, true, false, false),
+        ("w/o ER+HR", true, false, false, true),
+        ("w/o ER+EnR", false, true, false, true),
+        ("w/o HR+SSC", true, false, true, false),
+        ("w/o HR+SSC+ER", true, false, false, false),
+        ("w/o HR+SSC+EnR", false, false, true, false),
+    ];
+    rows.iter()
+        .map(|&(label, entities, hyperedges, edges, clusters)| Variant {
+            label: label.to_owned(),
+            config: QueryConfig { entities, hyperedges, edges, clusters, ..base.clone() },
+        })
+        .collect()
+}
+
+/// A parameter a sweep can vary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parameter {
+    /// N_EH (query time).
+    NEh,
+    /// N_E (query time).
+    NE,
+    /// τ_s (rebuilds hypergraph and what follows).
+    TauS,
+    /// τ_e (rebuilds graph and what follows).
+    TauE,
+}
+
+impl Parameter {
+    /// Parses `n_eh`, `n_e`, `tau_s` or `tau_e`.
+    pub fn parse(s: &str) -> Result<Parameter> {
+        match s {
+            "n_eh" => Ok(Parameter::NEh),
+            "n_e" => Ok(Parameter::NE),
+            "tau_s" => Ok(Parameter::TauS),
+            "tau_e" => Ok(Parameter::TauE),
+            other => Err(Error::Config(format!("unknown sweep parameter `{other}` (n_eh, n_e, tau_s, tau_e)"))),
+        }
+    }
+
+    /// Name in labels and file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Parameter::NEh => "n_eh",
+            Parameter::NE => "n_e",
+            Parameter::TauS => "tau_s",
+            Parameter::TauE => "tau_e",
+        }
+    }
+
+    /// The values swept when none are given (around the paper's defaults).
+    pub fn default_values(self) -> Vec<usize> {
+        match self {
+            Parameter::NEh => vec![1, 3, 5, 7, 10, 15],
+            Parameter::NE => vec![1, 3, 5, 7, 10],
+            Parameter::TauS => vec![3, 6, 9, 12, 15],
+            Parameter::TauE => vec![1, 2, 3, 5, 8],
+        }
+    }
+
+    /// Whether a new value needs a rebuilt index.
+    pub fn rebuilds(self) -> bool {
+        matches!(self, Parameter::TauS | Parameter::TauE)
+    }
+
+    /// The configuration with this parameter set to `value`.
+    pub fn apply(self, config: &Config, value: usize) -> Config {
+        let mut c = config.clone();
+        match self {
+            Parameter::NEh => c.query.n_eh = value,
+            Parameter::NE => c.query.n_e = value,
+            Parameter::TauS => c.hypergraph.tau_s = value,
+            Parameter::TauE => c.graph.tau_e = value,
+        }
+        c
+    }
+
+    /// The variants evaluated at each point: the full system, and the single module the
+    /// parameter acts on (hyperedges only for N_EH, edges only for N_E and τ_e, entities only
+    /// for τ_s), as in the paper's figure.
+    pub fn variants(self, base: &QueryConfig) -> Vec<Variant> {
+        let only = |entities, hyperedges, edges| QueryConfig { entities, hyperedges, edges, clusters: false, ..base.clone() };
+        let (label, isolated) = match self {
+            Parameter::NEh => ("hyperedges only", only(false, true, false)),
+            Parameter::NE | Parameter::TauE => ("edges only", only(false, false, true)),
+            Parameter::TauS => ("entities only", only(true, false, false)),
+        };
+        vec![Variant { label: "hybrid".into(), config: base.clone() }, Variant { label: label.into(), config: isolated }]
+    }
+}
+
+/// Makes `to` a copy of the index at `from` (hard links where possible: every stage replaces
+/// files by renaming, never writes into them, so linked files are never changed in place).
+pub fn copy_index(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).map_err(Error::io("creating the sibling index", to))?;
+    for entry in std::fs::read_dir(from).map_err(Error::io("listing the index", from))? {
+        let path = entry.map_err(Error::io("listing the index", from))?.path();
+        let target = to.join(path.file_name().unwrap_or_default());
+        if path.is_dir() {
+            copy_index(&path, &target)?;
+        } else if !target.exists() && std::fs::hard_link(&path, &target).is_err() {
+            std::fs::copy(&path, &target).map_err(Error::io("copying into the sibling index", &target))?;
+        }
+    }
+    Ok(())
+}
+
+/// The construction stages, in order, from the first one a setting affects.
+pub fn rebuild_from(first: &str) -> Result<&'static [&'static str]> {
+    const ORDER: [&str; 6] = ["extract", "hypergraph", "graph", "embed", "cluster", "merge"];
+    let i = ORDER.iter().position(|s| *s == first).ok_or_else(|| Error::Internal(format!("no stage {first}")))?;
+    Ok(&ORDER[i..])
+}
+
+/// Brings a sibling index up to date under `config`, running the construction stages from
+/// `first` on (each skips what its fingerprints say is current, and embed reuses every vector
+/// whose input text did not change). Returns the stage runs.
+pub fn rebuild(index: &Index, config: &Config, first: &str) -> Result<Vec<StageMetrics>> {
+    let ctx = RunContext { index: index.clone(), config: config.clone(), shard: Shard::ALL, progress: &NoProgress };
+    let mut runs = Vec::new();
+    for stage in rebuild_from(first)? {
+        let metrics = match *stage {
+            "extract" => crate::extract::run(&ctx)?,
+            "hypergraph" => crate::hypergraph::run(&ctx)?,
+            "graph" => crate::graph::run(&ctx)?,
+            "embed" => crate::embed::run(&ctx)?,
+            "cluster" => crate::cluster::run(&ctx)?,
+            _ => crate::merge::run(&ctx)?,
+        };
+        record_run(index, &metrics, config)?;
+        if metrics.units_failed > 0 {
+            return Err(Error::Index {
+                path: index.root().to_path_buf(),
+                message: format!("{} failed for {} units (see its failures table); rerun to retry them", metrics.stage, metrics.units_failed),
+            });
+        }
+        runs.push(metrics);
+    }
+    Ok(runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Mode;
+
+    #[test]
+    fn ablation_rows_are_the_papers() {
+        let rows = ablation_variants(&QueryConfig::default());
+        assert_eq!(rows.len(), 11);
+        let labels: Vec<String> = rows.iter().map(|v| crate::query::variant(&v.config)).collect();
+        assert_eq!(labels[0], "hybrid");
+        assert_eq!(labels[1], "hybrid w/o SSC");
+        assert_eq!(labels[9], "hybrid w/o HR+SSC+ER");
+        assert_eq!(labels[10], "hybrid w/o HR+SSC+EnR");
+        // Every row is a different set of modules.
+        let mut distinct = labels.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 11);
+        assert!(rows.iter().all(|v| v.config.mode == Mode::Hybrid));
+    }
+
+    #[test]
+    fn sweeps_set_their_parameter() {
+        let c = Config::default();
+        assert_eq!(Parameter::parse("tau_s").unwrap().apply(&c, 4).hypergraph.tau_s, 4);
+        assert_eq!(Parameter::parse("n_e").unwrap().apply(&c, 8).query.n_e, 8);
+        assert!(Parameter::parse("alpha").unwrap_err().to_string().contains("n_eh, n_e, tau_s, tau_e"));
+        assert!(Parameter::TauE.rebuilds() && !Parameter::NEh.rebuilds());
+        assert_eq!(rebuild_from("graph").unwrap(), &["graph", "embed", "cluster", "merge"]);
+        let v = Parameter::TauS.variants(&QueryConfig::default());
+        assert_eq!(crate::query::variant(&v[1].config), "hybrid w/o HR+SSC+ER");
+    }
+
+    #[test]
+    fn sibling_indexes_share_files_without_sharing_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        std::fs::create_dir_all(a.join("t")).unwrap();
+        std::fs::write(a.join("t/part-0000.parquet"), b"one").unwrap();
+        let b = dir.path().join("b");
+        copy_index(&a, &b).unwrap();
+        assert_eq!(std::fs::read(b.join("t/part-0000.parquet")).unwrap(), b"one");
+        // A stage replaces a file by renaming a new one over it: the original stays.
+        crate::io::write_file_atomic(&b.join("t/part-0000.parquet"), b"two").unwrap();
+        assert_eq!(std::fs::read(a.join("t/part-0000.parquet")).unwrap(), b"one");
+    }
+}

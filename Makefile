@@ -88,7 +88,7 @@ demo: build model ## Run every stage on the bundled sample corpus and print a SQ
 test: model ## Build and run the whole test suite
 	$(CARGO) test --workspace
 
-bench: build ## Time every stage on QA=<folder with corpus.jsonl> (wall time, peak memory, statistics), then the LLM client's throughput
+bench: build model ## Time every stage and a question batch per mode on QA=<set> (wall time, peak memory, statistics), then the LLM client's throughput
 	$(CARGO) build --examples -p flexstruct-pipeline
 	scripts/bench.sh $(QA)/corpus.jsonl
 	$(BIN)/examples/llm_throughput 20000 32

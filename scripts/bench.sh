@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Times every stage on one corpus in a fresh temporary index (wall time and peak memory per
-# stage), then prints chunk and knowledge-structure statistics.
+# stage), then a batch of questions per retrieval mode when a questions.jsonl lies beside the
+# corpus, then prints chunk and knowledge-structure statistics.
 # Usage: scripts/bench.sh CORPUS [BIN_DIR]
 set -euo pipefail
 corpus=${1:?usage: $0 CORPUS [BIN_DIR]}
@@ -11,11 +12,20 @@ trap 'rm -rf "$index"' EXIT
 echo "corpus: $corpus ($(wc -c < "$corpus") bytes)"
 start=$(date +%s.%N)
 /usr/bin/time -f "ingest: %e s wall, %M KB peak RSS" "$bin/flexstruct-ingest" --index "$index" --corpus "$corpus" --quiet
-for stage in chunk extract hypergraph graph; do
-  /usr/bin/time -f "$stage: %e s wall, %M KB peak RSS" "$bin/flexstruct-$stage" --index "$index" --quiet
+for stage in chunk extract hypergraph graph embed cluster merge; do
+  /usr/bin/time -f "$stage: %e s wall, %U s user, %M KB peak RSS" "$bin/flexstruct-$stage" --index "$index" --quiet
 done
 end=$(date +%s.%N)
 echo "all stages: $(echo "$end - $start" | bc) s wall (including process start-up)"
+
+questions="$(dirname "$corpus")/questions.jsonl"
+if [ -f "$questions" ]; then
+  echo "== queries: $(wc -l < "$questions") questions of $questions, one process per mode =="
+  for mode in hybrid hypergraph graph chunks hypergraphrag; do
+    /usr/bin/time -f "query $mode: %e s wall, %M KB peak RSS" \
+      "$bin/flexstruct-query" --index "$index" --questions "$questions" --out "$index/answers-$mode.jsonl" --mode "$mode"
+  done
+fi
 
 sql() { "$bin/flexstruct-sql" --index "$index" "$1"; }
 if [ -x "$bin/examples/prompt_cost" ]; then

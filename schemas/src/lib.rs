@@ -435,6 +435,7 @@ pub fn answers_schema() -> SchemaRef {
             utf8("generator"),
             i64_("context_tokens"),
             f64_("retrieval_ms"),
+            f64_("embed_ms"),
             f64_("generation_ms"),
             list_of("evidence", evidence),
             list_of("citations", citation),
@@ -467,6 +468,7 @@ pub fn eval_results_schema() -> SchemaRef {
             f64_null("doc_recall"),
             i64_("context_tokens"),
             f64_("retrieval_ms"),
+            f64_("embed_ms"),
             f64_("generation_ms"),
         ]))
     });

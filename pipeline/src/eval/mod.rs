@@ -117,6 +117,8 @@ pub struct Row {
     pub context_tokens: usize,
     /// Retrieval latency (no LLM).
     pub retrieval_ms: f64,
+    /// The question-embedding part of `retrieval_ms`.
+    pub embed_ms: f64,
     /// Generation latency.
     pub generation_ms: f64,
 }
@@ -159,6 +161,7 @@ pub fn evaluate(engine: &Engine, prepared: &Prepared, qa: &[QaQuestion], variant
                 doc_recall: doc_recall(&q.doc_ids, &docs),
                 context_tokens: a.context_tokens,
                 retrieval_ms: a.retrieval_ms,
+                embed_ms: a.embed_ms,
                 generation_ms: a.generation_ms,
             }
         })
@@ -190,6 +193,8 @@ pub struct Stats {
     pub retrieval_ms_p50: Option<f64>,
     /// 95th percentile retrieval latency.
     pub retrieval_ms_p95: Option<f64>,
+    /// Median of the question-embedding part of retrieval latency.
+    pub embed_ms_p50: Option<f64>,
     /// The same per question type (absent inside a type).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub by_type: Option<BTreeMap<String, Stats>>,
@@ -225,6 +230,7 @@ pub fn stats(rows: &[&Row], by_type: bool) -> Stats {
         context_tokens_mean: round2(mean(rows.iter().map(|r| r.context_tokens as f64))),
         retrieval_ms_p50: round2(percentile(&latencies, 0.5)),
         retrieval_ms_p95: round2(percentile(&latencies, 0.95)),
+        embed_ms_p50: round2(percentile(&rows.iter().map(|r| r.embed_ms).collect::<Vec<_>>(), 0.5)),
         by_type: types,
     }
 }
@@ -261,6 +267,7 @@ mod tests {
             doc_recall: None,
             context_tokens: 100,
             retrieval_ms: ms,
+            embed_ms: 0.0,
             generation_ms: 0.0,
         }
     }

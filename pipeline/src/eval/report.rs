@@ -25,13 +25,13 @@ fn cell(v: Option<f64>) -> String {
 /// The summary table in Markdown.
 pub fn summary_table(summary: &[(String, Stats)]) -> String {
     let mut s = String::from(
-        "| variant | n | EM | F1 | GE | answer recall | answer-token recall | evidence recall | doc recall | context tokens | retrieval p50 ms | retrieval p95 ms |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| variant | n | EM | F1 | GE | answer recall | answer-token recall | evidence recall | doc recall | context tokens | retrieval p50 ms | retrieval p95 ms | of which embedding p50 ms |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for (name, st) in summary {
         let _ = writeln!(
             s,
-            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             st.n,
             cell(st.em),
             cell(st.f1),
@@ -43,6 +43,7 @@ pub fn summary_table(summary: &[(String, Stats)]) -> String {
             cell(st.context_tokens_mean),
             cell(st.retrieval_ms_p50),
             cell(st.retrieval_ms_p95),
+            cell(st.embed_ms_p50),
         );
     }
     s

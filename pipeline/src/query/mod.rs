@@ -75,6 +75,9 @@ pub struct Answer {
     /// Milliseconds from question to assembled context (its share of the batch's question
     /// embedding included; no LLM time).
     pub retrieval_ms: f64,
+    /// The part of `retrieval_ms` spent embedding the question (and, for HyperGraphRAG, its
+    /// entities): the question's share of the batch.
+    pub embed_ms: f64,
     /// Milliseconds spent producing the answer.
     pub generation_ms: f64,
     /// The context's evidence, in context order.
@@ -141,8 +144,16 @@ pub fn read_questions(path: &Path) -> Result<Vec<Question>> {
     Ok(out)
 }
 
+/// Capitalised words that open questions without naming anything.
+const QUESTION_OPENERS: &[&str] = &[
+    "according", "during", "describe", "explain", "discuss", "compare", "given", "based", "considering",
+    "regarding", "list", "name", "identify", "summarize", "summarise", "outline",
+];
+
 /// Entities of a question found by the rules extractor (names, acronyms, quantities, dates,
-/// determiner-led phrases).
+/// determiner-led phrases). Questions often join two names with "and" or "or" (`Who was born
+/// first, A and B?`), which the document extractor keeps together as one name (`Hallam & Price`);
+/// here each side is also a query entity.
 pub fn rules_query_entities(question: &str) -> Vec<String> {
     let lower: HashSet<String> = question
         .split(|c: char| !c.is_alphanumeric())
@@ -150,10 +161,19 @@ pub fn rules_query_entities(question: &str) -> Vec<String> {
         .map(str::to_owned)
         .collect();
     let mut out: Vec<String> = Vec::new();
+    let mut add = |name: &str| {
+        let name = name.trim();
+        if !name.is_empty() && !QUESTION_OPENERS.contains(&name.to_lowercase().as_str()) && !out.iter().any(|n| n == name) {
+            out.push(name.to_owned());
+        }
+    };
     for m in mentions(question, 0..question.len(), &lower) {
-        let name = question[m.bytes].to_owned();
-        if !out.contains(&name) {
-            out.push(name);
+        let name = &question[m.bytes];
+        add(name);
+        for sep in [" and ", " or "] {
+            if name.contains(sep) {
+                name.split(sep).for_each(&mut add);
+            }
         }
     }
     out
@@ -261,19 +281,20 @@ impl Engine {
     }
 
     /// Retrieval and context for one prepared question.
-    pub fn context(&self, prepared: &Prepared, i: usize, config: &QueryConfig) -> (Context, Vec<EntityMatch>, f64) {
+    /// Returns the context, the entity matches, the retrieval milliseconds and the part of them
+    /// spent embedding.
+    pub fn context(&self, prepared: &Prepared, i: usize, config: &QueryConfig) -> (Context, Vec<EntityMatch>, f64, f64) {
         let started = Instant::now();
         let thresholds = config.thresholds(&self.kb.model);
         let input = QueryInput { vector: &prepared.vectors[i], entities: &prepared.entities[i], entity_vectors: &prepared.entity_vectors[i] };
         let retrieval = retrieve::retrieve(&self.kb, config, thresholds, input);
         let context = Context::assemble(&self.kb, &retrieval.rows, config.max_context_tokens, &self.counter);
-        let mut ms = started.elapsed().as_secs_f64() * 1000.0;
-        match config.mode {
-            Mode::None => {}
-            Mode::Hypergraphrag => ms += prepared.embed_ms + prepared.entity_embed_ms,
-            _ => ms += prepared.embed_ms,
-        }
-        (context, retrieval.entity_matches, ms)
+        let embed_ms = match config.mode {
+            Mode::None => 0.0,
+            Mode::Hypergraphrag => prepared.embed_ms + prepared.entity_embed_ms,
+            _ => prepared.embed_ms,
+        };
+        (context, retrieval.entity_matches, started.elapsed().as_secs_f64() * 1000.0 + embed_ms, embed_ms)
     }
 
     /// Answers every prepared question under `config` (mode, toggles, breadths, budget).
@@ -282,7 +303,7 @@ impl Engine {
         let generated: Vec<(Generated, &'static str, f64)> = match &self.runner {
             Some(runner) => {
                 let client = runner.client();
-                let asks = prepared.questions.iter().zip(&contexts).map(|(q, (context, _, _))| async move {
+                let asks = prepared.questions.iter().zip(&contexts).map(|(q, (context, _, _, _))| async move {
                     let started = Instant::now();
                     let evidence = (config.mode != Mode::None).then(|| context.render());
                     let call = CallContext { stage: STAGE.into(), doc_id: None, purpose: "answer".into() };
@@ -291,7 +312,7 @@ impl Engine {
                 });
                 let answers = runner.block_on(futures::future::join_all(asks));
                 let mut out = Vec::with_capacity(answers.len());
-                for ((answer, ms), (q, (context, _, _))) in answers.into_iter().zip(prepared.questions.iter().zip(&contexts)) {
+                for ((answer, ms), (q, (context, _, _, _))) in answers.into_iter().zip(prepared.questions.iter().zip(&contexts)) {
                     let answer = answer.map_err(|e| Error::External(format!("answering question `{}`: {e}", q.id)))?;
                     out.push((generate::from_llm(answer, context), "llm", ms));
                 }
@@ -301,7 +322,7 @@ impl Engine {
                 .questions
                 .iter()
                 .zip(&contexts)
-                .map(|(q, (context, _, _))| {
+                .map(|(q, (context, _, _, _))| {
                     let started = Instant::now();
                     let g = generate::extractive(&q.question, context);
                     let generator = if g.answer.is_empty() { "none" } else { "extractive" };
@@ -315,7 +336,7 @@ impl Engine {
             .iter()
             .zip(contexts)
             .zip(generated)
-            .map(|((q, (context, matches, retrieval_ms)), (g, generator, generation_ms))| Answer {
+            .map(|((q, (context, matches, retrieval_ms, embed_ms)), (g, generator, generation_ms))| Answer {
                 id: q.id.clone(),
                 question: q.question.clone(),
                 mode: config.mode,
@@ -324,6 +345,7 @@ impl Engine {
                 generator,
                 context_tokens: context.tokens,
                 retrieval_ms,
+                embed_ms,
                 generation_ms,
                 cited: g.cited.iter().map(|i| i + 1).collect(),
                 citations: g.citations,

@@ -302,3 +302,12 @@ fn extractive_answers_quote_the_best_supported_sentence() {
     // Nothing retrieved: no answer.
     assert!(generate::extractive("Anything?", &Context::default()).answer.is_empty());
 }
+
+#[test]
+fn rules_query_entities_split_joined_names_and_skip_openers() {
+    let q = super::rules_query_entities("Who was born first out of Aivar Kuusmaa and Andy Summers?");
+    assert_eq!(q, ["Aivar Kuusmaa and Andy Summers", "Aivar Kuusmaa", "Andy Summers"]);
+    let q = super::rules_query_entities("According to the minutes, what did Kestrel Optics offer the Larkspur Observatory?");
+    assert_eq!(q, ["Kestrel Optics", "Larkspur Observatory"]);
+    assert!(super::rules_query_entities("what is this?").is_empty());
+}

@@ -192,12 +192,13 @@ impl QueryConfig {
     }
 }
 
-/// Calibrated τ_EH for all-MiniLM-L6-v2.
-pub const MINILM_TAU_EH: f32 = 0.3;
-/// Calibrated τ_E for all-MiniLM-L6-v2.
-pub const MINILM_TAU_E: f32 = 0.3;
-/// Calibrated τ_C for all-MiniLM-L6-v2.
-pub const MINILM_TAU_CHUNK: f32 = 0.2;
+/// Calibrated τ_EH for all-MiniLM-L6-v2: the 99th percentile of question–hyperedge cosines over
+/// the ultradomain-mix dev questions (`examples/calibrate.rs`; ARCHITECTURE.md).
+pub const MINILM_TAU_EH: f32 = 0.28;
+/// Calibrated τ_E for all-MiniLM-L6-v2 (same procedure, question–edge cosines).
+pub const MINILM_TAU_E: f32 = 0.28;
+/// Calibrated τ_C for all-MiniLM-L6-v2 (same procedure, question–chunk cosines).
+pub const MINILM_TAU_CHUNK: f32 = 0.30;
 
 /// The cluster stage (structure-aware semantic clustering).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -54,7 +54,7 @@ pub struct Evidence {
 pub struct Context {
     /// Evidence kept, in context order (best first).
     pub evidence: Vec<Evidence>,
-    /// Evidence retrieved but dropped by the token budget.
+    /// Distinct units retrieved but left out by the token budget.
     pub trimmed: usize,
     /// cl100k tokens of [`Context::render`].
     pub tokens: usize,
@@ -119,39 +119,53 @@ pub fn line(number: usize, e: &Evidence) -> String {
 }
 
 impl Context {
-    /// The evidence of `rows`, deduplicated (by unit and id, then by identical text), ranked by
-    /// score (ties: unit, then id), and cut to `budget` tokens by dropping the lowest-ranked
+    /// The evidence of `rows`, ranked by score (ties: unit, then row), deduplicated (by unit and
+    /// row, then by identical text), and cut to `budget` tokens by dropping the lowest-ranked
     /// evidence first (0: no budget). The piece that crosses the budget is shortened to the room
     /// left when that is at least 48 tokens (always, when it is the first), so that a budget is
-    /// used about fully whatever the size of the pieces.
+    /// used about fully whatever the size of the pieces. Evidence is built in rank order and
+    /// only until the budget is full, so a long candidate list (HyperGraphRAG's expansions) costs
+    /// little beyond its sort.
     pub fn assemble(kb: &Kb, rows: &[Retrieved], budget: usize, counter: &TokenCounter) -> Context {
-        let mut all: Vec<Evidence> = rows.iter().map(|r| evidence(kb, r)).collect();
-        all.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.unit.cmp(&b.unit)).then(a.id.cmp(&b.id)));
-        let mut seen_ids = HashSet::new();
+        let mut order: Vec<&Retrieved> = rows.iter().collect();
+        order.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.unit.cmp(&b.unit)).then(a.row.cmp(&b.row)));
+        let mut seen_rows = HashSet::new();
         let mut seen_texts = HashSet::new();
-        all.retain(|e| seen_ids.insert((e.unit, e.id.clone())) && seen_texts.insert(e.text.trim().to_owned()));
-
-        let mut kept = Vec::new();
+        let mut kept: Vec<Evidence> = Vec::new();
         let mut used = 0;
-        let total = all.len();
-        for mut e in all {
+        let mut full = false;
+        let mut trimmed = 0;
+        for r in order {
+            if !seen_rows.insert((r.unit, r.row)) {
+                continue;
+            }
+            if full {
+                trimmed += 1;
+                continue;
+            }
+            let mut e = evidence(kb, r);
+            if !seen_texts.insert(e.text.trim().to_owned()) {
+                continue;
+            }
             e.tokens = counter.count(&line(kept.len() + 1, &e)) + 1;
             if budget > 0 && used + e.tokens > budget {
                 // The piece that crosses the budget is cut to the room left, when that room is
                 // worth a piece (or when nothing was kept yet); everything ranked below it goes.
+                full = true;
                 let room = budget - used;
                 if room >= MIN_CUT_TOKENS || kept.is_empty() {
                     cut_to_fit(&mut e, kept.len() + 1, room, counter);
-                    if !e.text.is_empty() {
-                        kept.push(e);
-                    }
                 }
-                break;
+                if e.tokens <= room && !e.text.is_empty() {
+                    kept.push(e);
+                } else {
+                    trimmed += 1;
+                }
+                continue;
             }
             used += e.tokens;
             kept.push(e);
         }
-        let trimmed = total - kept.len();
         let mut context = Context { evidence: kept, trimmed, tokens: 0 };
         context.tokens = counter.count(&context.render());
         context

@@ -275,6 +275,10 @@ fn context_is_deduplicated_ranked_cited_and_trimmed() {
     let tiny = Context::assemble(&kb, &rows, 20, &counter);
     assert_eq!(tiny.evidence.len(), 1);
     assert!(tiny.tokens <= 20 && !tiny.evidence[0].text.is_empty(), "{tiny:?}");
+    // The reported count is the count of the rendered context, for every context built here.
+    for c in [&full, &cut, &filled, &tiny] {
+        assert_eq!(c.tokens, counter.count(&c.render()), "{c:?}");
+    }
 }
 
 #[test]

@@ -101,6 +101,8 @@ pub struct MiniLm {
     tokenizer: Tokenizer,
     device: Device,
     batch_size: usize,
+    /// One single-threaded pool per core: several batches run side by side, each on one core.
+    lanes: Vec<rayon::ThreadPool>,
 }
 
 impl std::fmt::Debug for MiniLm {
@@ -139,7 +141,11 @@ impl MiniLm {
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: max_len, ..TruncationParams::default() }))
             .map_err(|e| Error::Config(format!("tokenizer truncation: {e}")))?;
-        Ok(MiniLm { model, tokenizer, device, batch_size: batch_size.max(1) })
+        let lanes = (0..rayon::current_num_threads())
+            .map(|_| rayon::ThreadPoolBuilder::new().num_threads(1).build())
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Error::Internal(format!("cannot start the embedding threads: {e}")))?;
+        Ok(MiniLm { model, tokenizer, device, batch_size: batch_size.max(1), lanes })
     }
 
     /// Embeds one batch of token-id sequences.
@@ -183,18 +189,52 @@ impl Embedder for MiniLm {
             .tokenizer
             .encode_batch(texts.to_vec(), true)
             .map_err(|e| Error::Internal(format!("tokenizing for MiniLM: {e}")))?;
-        // Batch by length so that little padding is computed. Batches run one after another:
-        // candle's matrix products already use every core, and two batches at once were slower.
+        // Batch by length so that little padding is computed.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].get_ids().len()));
-        let batches = length_batches(&order, |i| encodings[i].get_ids().len(), self.batch_size);
-        let vectors: Vec<Vec<Vec<f32>>> = batches
-            .iter()
-            .map(|batch| {
-                let ids: Vec<&[u32]> = batch.iter().map(|&i| encodings[i].get_ids()).collect();
-                self.embed_batch(&ids)
-            })
-            .collect::<Result<_>>()?;
+        // Few texts: smaller batches, so that every core gets a share.
+        let batch_size = self.batch_size.min(texts.len().div_ceil(self.lanes.len().max(1)).max(1));
+        let batches = length_batches(&order, |i| encodings[i].get_ids().len(), batch_size);
+        let run = |batch: &[usize]| {
+            let ids: Vec<&[u32]> = batch.iter().map(|&i| encodings[i].get_ids()).collect();
+            self.embed_batch(&ids)
+        };
+        let vectors: Vec<Vec<Vec<f32>>> = if batches.len() < 2 || self.lanes.len() < 2 {
+            // One batch: candle spreads each operation over every core.
+            batches.iter().map(|b| run(b)).collect::<Result<_>>()?
+        } else {
+            // Several batches: one per core at a time, each single-threaded, which avoids
+            // candle's per-operation thread barriers (BENCHMARKS.md).
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let done: Vec<Vec<(usize, Result<Vec<Vec<f32>>>)>> = std::thread::scope(|scope| {
+                let workers: Vec<_> = self
+                    .lanes
+                    .iter()
+                    .map(|lane| {
+                        let (next, batches, run) = (&next, &batches, &run);
+                        scope.spawn(move || {
+                            lane.install(|| {
+                                let mut mine = Vec::new();
+                                loop {
+                                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                    let Some(batch) = batches.get(i) else { break mine };
+                                    mine.push((i, run(batch)));
+                                }
+                            })
+                        })
+                    })
+                    .collect();
+                workers.into_iter().map(|w| w.join().unwrap_or_default()).collect()
+            });
+            let mut slots: Vec<Option<Vec<Vec<f32>>>> = vec![None; batches.len()];
+            for (i, result) in done.into_iter().flatten() {
+                slots[i] = Some(result?);
+            }
+            slots
+                .into_iter()
+                .map(|v| v.ok_or_else(|| Error::Internal("an embedding worker stopped early".into())))
+                .collect::<Result<_>>()?
+        };
         let mut out = vec![Vec::new(); texts.len()];
         for (batch, batch_vectors) in batches.iter().zip(vectors) {
             for (&i, v) in batch.iter().zip(batch_vectors) {

@@ -180,7 +180,9 @@ pub fn run(ctx: &RunContext<'_>) -> Result<StageMetrics> {
     let mut rows_in = 0u64;
     for table in inputs() {
         for part in index.parts(table)? {
-            parts.push(format!("{}:{}", part.display(), part_fingerprint(&part, table)?.unwrap_or_default()));
+            // Paths relative to the index, so that a moved or copied index stays up to date.
+            let name = part.strip_prefix(index.root()).unwrap_or(&part);
+            parts.push(format!("{}:{}", name.display(), part_fingerprint(&part, table)?.unwrap_or_default()));
             rows_in += crate::io::part_row_count(&part)?;
         }
     }

@@ -75,6 +75,12 @@ fn the_kb_holds_every_unit_with_its_vector_and_reruns_are_free() {
     assert!(runs[5].stderr.contains("embedded: 0"), "{}", runs[5].stderr);
     assert!(runs[7].stderr.contains("0 done, 9 up to date"), "{}", runs[7].stderr);
     assert_eq!(before, data_files(&index));
+
+    // A moved index is still up to date.
+    let moved = tmp.path().join("moved");
+    std::fs::rename(&index, &moved).unwrap();
+    let merge = run_env("merge", &["--index", moved.to_str().unwrap()], &ENV);
+    assert!(merge.stderr.contains("0 done, 9 up to date"), "{}", merge.stderr);
 }
 
 #[test]

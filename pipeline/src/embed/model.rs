@@ -206,7 +206,7 @@ impl Embedder for MiniLm {
             // Several batches: one per core at a time, each single-threaded, which avoids
             // candle's per-operation thread barriers (BENCHMARKS.md).
             let next = std::sync::atomic::AtomicUsize::new(0);
-            let done: Vec<Vec<(usize, Result<Vec<Vec<f32>>>)>> = std::thread::scope(|scope| {
+            let done: Vec<Vec<BatchResult>> = std::thread::scope(|scope| {
                 let workers: Vec<_> = self
                     .lanes
                     .iter()
@@ -244,6 +244,9 @@ impl Embedder for MiniLm {
         Ok(out)
     }
 }
+
+/// A batch's number and its vectors.
+type BatchResult = (usize, Result<Vec<Vec<f32>>>);
 
 /// Largest attention-score tensor of one batch (batch × 12 heads × length² × 4 bytes). Long
 /// inputs get smaller batches: with fixed batches of 64, 256-token inputs allocate 200 MB per

@@ -120,7 +120,9 @@ pub fn line(number: usize, e: &Evidence) -> String {
 
 impl Context {
     /// The evidence of `rows`, ranked by score (ties: unit, then row), deduplicated (by unit and
-    /// row, then by identical text), and cut to `budget` tokens by dropping the lowest-ranked
+    /// row, by identical text, and by source: a piece all of whose spans lie inside spans already
+    /// in the context — a hyperedge inside a cluster given before it, an edge whose hyperedge is
+    /// there — adds nothing and is left out), and cut to `budget` tokens by dropping the lowest-ranked
     /// evidence first (0: no budget). The piece that crosses the budget is shortened to the room
     /// left when that is at least 48 tokens (always, when it is the first), so that a budget is
     /// used about fully whatever the size of the pieces. Evidence is built in rank order and
@@ -131,6 +133,7 @@ impl Context {
         order.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.unit.cmp(&b.unit)).then(a.row.cmp(&b.row)));
         let mut seen_rows = HashSet::new();
         let mut seen_texts = HashSet::new();
+        let mut covered = Covered::default();
         let mut kept: Vec<Evidence> = Vec::new();
         let mut used = 0;
         let mut full = false;
@@ -144,7 +147,7 @@ impl Context {
                 continue;
             }
             let mut e = evidence(kb, r);
-            if !seen_texts.insert(e.text.trim().to_owned()) {
+            if !seen_texts.insert(e.text.trim().to_owned()) || covered.covers(&e.spans) {
                 continue;
             }
             e.tokens = counter.count(&line(kept.len() + 1, &e)) + 1;
@@ -164,6 +167,7 @@ impl Context {
                 continue;
             }
             used += e.tokens;
+            covered.add(&e.spans);
             kept.push(e);
         }
         let mut context = Context { evidence: kept, trimmed, tokens: 0 };
@@ -174,6 +178,28 @@ impl Context {
     /// The numbered evidence lines given to the generator.
     pub fn render(&self) -> String {
         self.evidence.iter().enumerate().map(|(i, e)| line(i + 1, e)).collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// The document spans already in a context.
+#[derive(Debug, Default)]
+struct Covered {
+    spans: std::collections::HashMap<String, Vec<(i64, i64)>>,
+}
+
+impl Covered {
+    fn add(&mut self, spans: &[Span]) {
+        for s in spans {
+            self.spans.entry(s.doc_id.clone()).or_default().push((s.start, s.end));
+        }
+    }
+
+    /// Whether every one of `spans` (at least one) lies inside a span already given.
+    fn covers(&self, spans: &[Span]) -> bool {
+        !spans.is_empty()
+            && spans.iter().all(|s| {
+                self.spans.get(&s.doc_id).is_some_and(|given| given.iter().any(|&(a, b)| a <= s.start && s.end <= b))
+            })
     }
 }
 

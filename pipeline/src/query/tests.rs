@@ -239,7 +239,15 @@ fn context_is_deduplicated_ranked_cited_and_trimmed() {
     ];
     let full = Context::assemble(&kb, &rows, 0, &counter);
     let order: Vec<(&str, &str)> = full.evidence.iter().map(|e| (e.unit.name(), e.id.as_str())).collect();
-    assert_eq!(order, [("hyperedge", "h0"), ("cluster", "c0"), ("edge", "g0"), ("hyperedge", "h1")]);
+    // g0 rests on h0's span and h1 lies inside c0, both given before them: left out.
+    assert_eq!(order, [("hyperedge", "h0"), ("cluster", "c0")]);
+    let ids = |rows: &[Retrieved]| {
+        Context::assemble(&kb, rows, 0, &counter).evidence.iter().map(|e| e.id.clone()).collect::<Vec<_>>()
+    };
+    let at = |unit, row, score| Retrieved { unit, row, score };
+    assert_eq!(ids(&[at(Unit::Cluster, 0, 0.9), at(Unit::Hyperedge, 1, 0.8), at(Unit::Edge, 1, 0.7)]), ["c0"]);
+    // A cluster after one of its members still adds the others.
+    assert_eq!(ids(&[at(Unit::Hyperedge, 1, 0.9), at(Unit::Cluster, 0, 0.8), at(Unit::Edge, 1, 0.7)]), ["h1", "c0"]);
     assert_eq!(full.tokens, counter.count(&full.render()));
     // A cluster cites each member's span; its covering span runs from the first to the last.
     let cluster = &full.evidence[1];
@@ -254,10 +262,10 @@ fn context_is_deduplicated_ranked_cited_and_trimmed() {
         }
     }
     // A budget drops the lowest-ranked evidence first.
-    let budget = full.evidence[..2].iter().map(|e| e.tokens).sum::<usize>();
+    let budget = full.evidence[0].tokens;
     let cut = Context::assemble(&kb, &rows, budget, &counter);
-    assert_eq!(cut.evidence.len(), 2);
-    assert_eq!(cut.trimmed, 2);
+    assert_eq!(cut.evidence.len(), 1);
+    assert_eq!(cut.trimmed, 3);
     assert!(cut.tokens <= budget, "{} > {budget}", cut.tokens);
     // With room for part of the next piece (at least 48 tokens), it is shortened to fill the
     // budget; with less room it is dropped.

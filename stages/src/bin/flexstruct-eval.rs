@@ -208,6 +208,9 @@ fn finish(out: &Path, h: &Header, rows: &[Row], labels: &[String], extra: &str, 
     Ok(Outcome::Ok)
 }
 
+/// Chunks the chunk strategy may retrieve when compared at an equal budget.
+const EQUAL_BUDGET_CHUNKS: usize = 100;
+
 fn compare(args: &RunArgs) -> anyhow::Result<Outcome> {
     let s = setup(&args.common)?;
     let engine = Engine::open(&s.index, &s.config)?;
@@ -226,7 +229,9 @@ fn compare(args: &RunArgs) -> anyhow::Result<Outcome> {
             .filter(|m| **m != Mode::None)
             .map(|m| Variant {
                 label: format!("{} @{budget}", m.name()),
-                config: QueryConfig { max_context_tokens: budget, ..with_mode(base, *m) },
+                // The budget, not the number of chunks, limits the chunk strategy here, so that
+                // it can fill the budget when its chunks are short (one-paragraph passages).
+                config: QueryConfig { max_context_tokens: budget, chunk_k: base.chunk_k.max(EQUAL_BUDGET_CHUNKS), ..with_mode(base, *m) },
             })
             .collect();
         rows.extend(evaluate_all(&engine, &s.qa, &capped)?);

@@ -20,6 +20,21 @@ fn plot_error(path: &Path) -> impl Fn(String) -> Error + '_ {
     move |e| Error::Internal(format!("drawing {}: {e}", path.display()))
 }
 
+type Chart<'a> = ChartContext<'a, SVGBackend<'a>, Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>>;
+
+/// Draws the legend and writes the file.
+fn finish(path: &Path, mut chart: Chart<'_>, root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Result<()> {
+    let err = plot_error(path);
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(e.to_string()))?;
+    root.present().map_err(|e| err(e.to_string()))
+}
+
 /// Horizontal grouped bars: one band per variant (top to bottom in the given order), one bar
 /// per measure; a missing value draws no bar.
 pub fn grouped_bars(path: &Path, title: &str, variants: &[String], x_desc: &str, measures: &[(&str, Vec<Option<f64>>)]) -> Result<()> {
@@ -61,14 +76,7 @@ pub fn grouped_bars(path: &Path, title: &str, variants: &[String], x_desc: &str,
             .label(*name)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| err(e.to_string()))?;
-    root.present().map_err(|e| err(e.to_string()))
+    finish(path, chart, &root)
 }
 
 /// Curves of measures against a parameter's values.
@@ -98,14 +106,7 @@ pub fn curves(path: &Path, title: &str, parameter: &str, y_desc: &str, xs: &[f64
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], color.stroke_width(2)));
         chart.draw_series(points.into_iter().map(|p| Circle::new(p, 3, color.filled()))).map_err(|e| err(e.to_string()))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| err(e.to_string()))?;
-    root.present().map_err(|e| err(e.to_string()))
+    finish(path, chart, &root)
 }
 
 #[cfg(test)]

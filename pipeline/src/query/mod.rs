@@ -68,7 +68,8 @@ pub struct Answer {
     pub variant: String,
     /// The answer (empty when there was nothing to answer from).
     pub answer: String,
-    /// `llm`, `extractive`, or `none` (no evidence and no LLM).
+    /// `llm`, `extractive`, `none` (no evidence and no LLM), or `failed` (the LLM could not
+    /// answer; see `error`).
     pub generator: &'static str,
     /// cl100k tokens of the context given to the generator.
     pub context_tokens: usize,
@@ -90,6 +91,9 @@ pub struct Answer {
     pub query_entities: Vec<EntityMatch>,
     /// Evidence retrieved but left out by the token budget.
     pub trimmed: usize,
+    /// Why the answer is missing, when the LLM failed for this question.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The label of a strategy with its toggles: `hybrid`, `hybrid w/o ER+SSC`, `chunks`, ….
@@ -300,7 +304,7 @@ impl Engine {
     /// Answers every prepared question under `config` (mode, toggles, breadths, budget).
     pub fn answer(&self, prepared: &Prepared, config: &QueryConfig) -> Result<Vec<Answer>> {
         let contexts: Vec<_> = (0..prepared.questions.len()).map(|i| self.context(prepared, i, config)).collect();
-        let generated: Vec<(Generated, &'static str, f64)> = match &self.runner {
+        let generated: Vec<(Generated, &'static str, f64, Option<String>)> = match &self.runner {
             Some(runner) => {
                 let client = runner.client();
                 let asks = prepared.questions.iter().zip(&contexts).map(|(q, (context, _, _, _))| async move {
@@ -312,9 +316,13 @@ impl Engine {
                 });
                 let answers = runner.block_on(futures::future::join_all(asks));
                 let mut out = Vec::with_capacity(answers.len());
-                for ((answer, ms), (q, (context, _, _, _))) in answers.into_iter().zip(prepared.questions.iter().zip(&contexts)) {
-                    let answer = answer.map_err(|e| Error::External(format!("answering question `{}`: {e}", q.id)))?;
-                    out.push((generate::from_llm(answer, context), "llm", ms));
+                for ((answer, ms), (context, _, _, _)) in answers.into_iter().zip(&contexts) {
+                    out.push(match answer {
+                        Ok(answer) => (generate::from_llm(answer, context), "llm", ms, None),
+                        // One failed question does not stop the batch; a rerun asks it again
+                        // (answered ones come from the cache).
+                        Err(e) => (Generated::default(), "failed", ms, Some(e.to_string())),
+                    });
                 }
                 out
             }
@@ -326,7 +334,7 @@ impl Engine {
                     let started = Instant::now();
                     let g = generate::extractive(&q.question, context);
                     let generator = if g.answer.is_empty() { "none" } else { "extractive" };
-                    (g, generator, started.elapsed().as_secs_f64() * 1000.0)
+                    (g, generator, started.elapsed().as_secs_f64() * 1000.0, None)
                 })
                 .collect(),
         };
@@ -336,7 +344,7 @@ impl Engine {
             .iter()
             .zip(contexts)
             .zip(generated)
-            .map(|((q, (context, matches, retrieval_ms, embed_ms)), (g, generator, generation_ms))| Answer {
+            .map(|((q, (context, matches, retrieval_ms, embed_ms)), (g, generator, generation_ms, error))| Answer {
                 id: q.id.clone(),
                 question: q.question.clone(),
                 mode: config.mode,
@@ -352,6 +360,7 @@ impl Engine {
                 evidence: context.evidence,
                 query_entities: matches,
                 trimmed: context.trimmed,
+                error,
             })
             .collect())
     }

@@ -19,7 +19,7 @@ use flexstruct_stages::{Outcome, exit};
     after_help = "Examples:\n  flexstruct-query --index data/indexes/sample \"Who chairs the Velda Basin Authority?\"\n  \
                   flexstruct-query --index IDX --questions q.jsonl --out answers.jsonl --mode chunks\n\
                   Settings not given as flags come from the [query] section of --config.\n\
-                  Exit codes: 0 ok, 2 error."
+                  Exit codes: 0 ok, 1 some questions failed (their lines say why; a rerun asks them again), 2 error."
 )]
 struct Args {
     /// Index folder (after `make index`).
@@ -128,7 +128,11 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
     if !args.quiet {
         summary(&engine, &answers);
     }
-    Ok(Outcome::Ok)
+    let failed: Vec<&Answer> = answers.iter().filter(|a| a.error.is_some()).collect();
+    for a in &failed {
+        eprintln!("query: question `{}` failed: {}", a.id, a.error.as_deref().unwrap_or_default());
+    }
+    Ok(if failed.is_empty() { Outcome::Ok } else { Outcome::Partial })
 }
 
 /// The answer, then each piece of evidence with its document, span and the cited source text.

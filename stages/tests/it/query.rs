@@ -237,3 +237,32 @@ pub(crate) fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+#[test]
+fn a_question_the_llm_cannot_answer_fails_alone() {
+    let server = FakeLlm::start(|request| {
+        let user = request.last_user_message();
+        if user.contains("\n\nEVIDENCE:\n") && user.starts_with("QUESTION: Who makes a lantern?") {
+            Reply::Status { code: 400, retry_after: None }
+        } else if user.contains("\n\nEVIDENCE:\n") {
+            Reply::content("Nerys Pascoe [1].")
+        } else {
+            Reply::content("{\"entities\": []}")
+        }
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    copy_dir(sample_index(), &index);
+    let url = server.base_url();
+    let env = [("FLEXSTRUCT_EMBED__MODEL", "hashing-64"), ("FLEXSTRUCT_LLM__BASE_URL", url.as_str()), ("FLEXSTRUCT_LLM__MODEL", "fake-model"), ("FLEXSTRUCT_LLM__API_KEY_ENV", "")];
+    let q = tmp.path().join("q.jsonl");
+    std::fs::write(&q, "{\"id\": \"a\", \"question\": \"Who chairs the society?\"}\n{\"id\": \"b\", \"question\": \"Who makes a lantern?\"}\n").unwrap();
+    let out_path = tmp.path().join("a.jsonl");
+    let out = run_env("query", &["--index", index.to_str().unwrap(), "--questions", q.to_str().unwrap(), "--out", out_path.to_str().unwrap()], &env);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("question `b` failed"), "{}", out.stderr);
+    let got = answers(&out_path);
+    assert_eq!((got[0]["generator"].as_str(), got[0]["answer"].as_str()), (Some("llm"), Some("Nerys Pascoe [1].")));
+    assert_eq!(got[1]["generator"], "failed");
+    assert!(got[1]["error"].as_str().unwrap().contains("400"), "{}", got[1]);
+}

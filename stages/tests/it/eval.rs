@@ -8,7 +8,7 @@ use flexstruct_testkit::{FakeLlm, Reply};
 use serde_json::Value;
 
 use crate::kb::ENV;
-use crate::query::{copy_dir, questions_file, sample_index};
+use crate::query::{copy_dir, fake_llm_env, questions_file, sample_index};
 use crate::util::*;
 
 fn eval(args: &[&str], index: &Path, out: &Path, extra_env: &[(&str, &str)]) -> Run {
@@ -127,8 +127,7 @@ fn ge_comes_from_the_llm_judge_and_costs_are_tabled() {
     copy_dir(sample_index(), &index);
     let out = tmp.path().join("out");
     let url = server.base_url();
-    let llm = [("FLEXSTRUCT_LLM__BASE_URL", url.as_str()), ("FLEXSTRUCT_LLM__MODEL", "fake-model"), ("FLEXSTRUCT_LLM__API_KEY_ENV", "")];
-    eval(&["run", "--modes", "hybrid"], &index, &out, &llm);
+    eval(&["run", "--modes", "hybrid"], &index, &out, &fake_llm_env(&url));
     let rows = results(&out);
     // GE = mean over questions of (8/10 + F1)/2, ×100.
     let expected = rows.iter().map(|r| (0.8 + r["f1"].as_f64().unwrap()) / 2.0).sum::<f64>() / rows.len() as f64 * 100.0;

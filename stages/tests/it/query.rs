@@ -185,13 +185,7 @@ fn llm_answers_cite_their_evidence_and_are_recorded() {
     let index = tmp.path().join("index");
     copy_dir(sample_index(), &index);
     let url = server.base_url();
-    let env = [
-        ("FLEXSTRUCT_EMBED__MODEL", "hashing-64"),
-        ("FLEXSTRUCT_LLM__BASE_URL", url.as_str()),
-        ("FLEXSTRUCT_LLM__MODEL", "fake-model"),
-        ("FLEXSTRUCT_LLM__API_KEY_ENV", ""),
-        ("FLEXSTRUCT_LLM__BACKOFF_INITIAL_MS", "5"),
-    ];
+    let env = fake_llm_env(&url);
     let out_path = tmp.path().join("a.jsonl");
     let q = tmp.path().join("q.jsonl");
     std::fs::write(&q, "{\"id\": \"x\", \"question\": \"Who chairs the Harbour Lights Society?\"}\n").unwrap();
@@ -225,6 +219,17 @@ fn llm_answers_cite_their_evidence_and_are_recorded() {
     assert_eq!(server.request_count(), before);
 }
 
+/// Hashing vectors and the fake LLM server at `url`, for the query and eval binaries.
+pub(crate) fn fake_llm_env(url: &str) -> [(&'static str, &str); 5] {
+    [
+        ("FLEXSTRUCT_EMBED__MODEL", "hashing-64"),
+        ("FLEXSTRUCT_LLM__BASE_URL", url),
+        ("FLEXSTRUCT_LLM__MODEL", "fake-model"),
+        ("FLEXSTRUCT_LLM__API_KEY_ENV", ""),
+        ("FLEXSTRUCT_LLM__BACKOFF_INITIAL_MS", "5"),
+    ]
+}
+
 pub(crate) fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
@@ -254,7 +259,7 @@ fn a_question_the_llm_cannot_answer_fails_alone() {
     let index = tmp.path().join("index");
     copy_dir(sample_index(), &index);
     let url = server.base_url();
-    let env = [("FLEXSTRUCT_EMBED__MODEL", "hashing-64"), ("FLEXSTRUCT_LLM__BASE_URL", url.as_str()), ("FLEXSTRUCT_LLM__MODEL", "fake-model"), ("FLEXSTRUCT_LLM__API_KEY_ENV", "")];
+    let env = fake_llm_env(&url);
     let q = tmp.path().join("q.jsonl");
     std::fs::write(&q, "{\"id\": \"a\", \"question\": \"Who chairs the society?\"}\n{\"id\": \"b\", \"question\": \"Who makes a lantern?\"}\n").unwrap();
     let out_path = tmp.path().join("a.jsonl");

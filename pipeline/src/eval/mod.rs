@@ -17,7 +17,6 @@ pub mod report;
 pub mod runs;
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::BufRead;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -48,30 +47,19 @@ pub struct QaQuestion {
     pub evidence: Vec<String>,
 }
 
-/// Reads a question set; a bad line is an error naming the file and line.
+/// Reads a question set; a bad line is an error naming the file and line (the checks of
+/// [`crate::query::read_question_records`], then the set's own fields).
 pub fn read_qa(path: &Path) -> Result<Vec<QaQuestion>> {
-    let file = std::fs::File::open(path).map_err(Error::io("opening the questions file", path))?;
-    let mut out: Vec<QaQuestion> = Vec::new();
-    let mut ids = HashSet::new();
-    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(Error::io("reading the questions file", path))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let at = format!("{}:{}", path.display(), n + 1);
-        let q: QaQuestion = serde_json::from_str(&line).map_err(|e| Error::Input(format!("{at}: {e}")))?;
-        if q.question.trim().is_empty() {
-            return Err(Error::Input(format!("{at}: question `{}` is empty", q.id)));
-        }
-        if !ids.insert(q.id.clone()) {
-            return Err(Error::Input(format!("{at}: question id `{}` appears twice", q.id)));
-        }
-        out.push(q);
-    }
-    if out.is_empty() {
+    let records = crate::query::read_question_records(path)?;
+    if records.is_empty() {
         return Err(Error::Input(format!("{}: no questions", path.display())));
     }
-    Ok(out)
+    records
+        .into_iter()
+        .map(|(q, value)| {
+            serde_json::from_value(value).map_err(|e| Error::Input(format!("{}: question `{}`: {e}", path.display(), q.id)))
+        })
+        .collect()
 }
 
 /// A retrieval configuration under evaluation, with the engine (index) it runs on.

@@ -115,6 +115,13 @@ pub fn variant(config: &QueryConfig) -> String {
 /// Reads a JSONL file of `{id, question}` (other fields are ignored; a missing id becomes the
 /// line number). A bad line or an empty question is an error naming the file and line.
 pub fn read_questions(path: &Path) -> Result<Vec<Question>> {
+    Ok(read_question_records(path)?.into_iter().map(|(q, _)| q).collect())
+}
+
+/// The checked questions of a JSONL file, each with its whole JSON object (for readers that want
+/// more fields, such as the evaluation's gold answers); the object's `id` is set to the
+/// question's id as read (a number or the line number become text).
+pub fn read_question_records(path: &Path) -> Result<Vec<(Question, serde_json::Value)>> {
     let file = std::fs::File::open(path).map_err(Error::io("opening the questions file", path))?;
     let mut out = Vec::new();
     let mut ids = HashSet::new();
@@ -124,7 +131,7 @@ pub fn read_questions(path: &Path) -> Result<Vec<Question>> {
             continue;
         }
         let at = || format!("{}:{}", path.display(), n + 1);
-        let value: serde_json::Value =
+        let mut value: serde_json::Value =
             serde_json::from_str(&line).map_err(|e| Error::Input(format!("{}: not a JSON object: {e}", at())))?;
         let question = match value.get("question") {
             Some(serde_json::Value::String(q)) => q.clone(),
@@ -143,7 +150,8 @@ pub fn read_questions(path: &Path) -> Result<Vec<Question>> {
         if !ids.insert(id.clone()) {
             return Err(Error::Input(format!("{}: question id `{id}` appears twice", at())));
         }
-        out.push(Question { id, question });
+        value["id"] = serde_json::Value::String(id.clone());
+        out.push((Question { id, question }, value));
     }
     Ok(out)
 }

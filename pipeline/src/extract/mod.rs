@@ -33,7 +33,7 @@ use crate::text::{ByteOffsets, CharOffsets};
 /// Stage name.
 pub const STAGE: &str = "extract";
 /// Bumped whenever the same chunks and config would extract differently.
-const VERSION: &str = "1";
+const VERSION: &str = "2";
 
 /// What an extractor is asked: the window prefix (oldest first) and the target chunk.
 #[derive(Debug, Clone, Copy)]

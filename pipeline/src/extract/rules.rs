@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::ops::Range;
 
-use super::entities::{mentions, normalize};
+use super::entities::{looks_like_person, mentions, normalize};
 use super::{ExtractedItem, Extractor, ItemRequest, UnitError};
 use crate::chunk::paragraphs;
 use crate::text::{sentences, trim};
@@ -44,6 +44,7 @@ impl Extractor for RulesExtractor {
             );
         }
         let mut items = Vec::new();
+        let mut antecedents = Antecedents::default();
         for unit in units(target) {
             let mut entities: Vec<String> = Vec::new();
             let mut seen = HashSet::new();
@@ -54,6 +55,10 @@ impl Extractor for RulesExtractor {
                     entities.push(surface);
                 }
             }
+            if let Some(referent) = antecedents.resolve(&target[unit.clone()]).filter(|r| seen.insert(normalize(r))) {
+                entities.insert(0, referent);
+            }
+            antecedents.update(&entities);
             items.push(ExtractedItem {
                 text: clean(&target[unit.clone()]),
                 ref_text: target[unit.clone()].to_owned(),
@@ -62,6 +67,52 @@ impl Extractor for RulesExtractor {
             });
         }
         Ok(items)
+    }
+}
+
+/// Words in a unit's opening that refer back to a person (`he`, `she`, …) or a thing (`it`).
+const PERSON_PRONOUNS: [&str; 4] = ["he", "she", "his", "her"];
+const THING_PRONOUNS: [&str; 2] = ["it", "its"];
+/// How many opening words are searched for a pronoun ("In 1990 he moved …").
+const PRONOUN_OPENING_WORDS: usize = 5;
+
+/// What a pronoun in the chunk's next unit can refer to: the chunk's topic (the first entity of
+/// its first unit that names one — an encyclopaedia passage's subject) and the person named
+/// last. A unit that opens with a pronoun and names nobody else first gets that referent as its
+/// subject, so the statement joins its entity's incidence and summary ("He directed Taken." is
+/// about the person of the sentence before).
+#[derive(Debug, Default)]
+struct Antecedents {
+    topic: Option<String>,
+    person: Option<String>,
+}
+
+impl Antecedents {
+    fn resolve(&self, unit: &str) -> Option<String> {
+        for (i, raw) in unit.split_whitespace().take(PRONOUN_OPENING_WORDS).enumerate() {
+            let raw = raw.trim_matches(|c: char| !c.is_alphanumeric());
+            let word = raw.to_lowercase();
+            if PERSON_PRONOUNS.contains(&word.as_str()) {
+                return self.person.clone().or_else(|| self.topic.clone());
+            }
+            if THING_PRONOUNS.contains(&word.as_str()) {
+                return self.topic.clone();
+            }
+            if i > 0 && raw.chars().next().is_some_and(char::is_uppercase) {
+                // A name comes before any pronoun: the unit states its own subject.
+                return None;
+            }
+        }
+        None
+    }
+
+    fn update(&mut self, entities: &[String]) {
+        if self.topic.is_none() {
+            self.topic = entities.first().cloned();
+        }
+        if let Some(person) = entities.iter().rev().find(|e| looks_like_person(e)) {
+            self.person = Some(person.clone());
+        }
     }
 }
 
@@ -171,6 +222,24 @@ mod tests {
         assert_eq!(items[3].text, "Tier A (above 9.0 m³/s): normal operation.");
         assert_eq!(items[2].entities, ["Dr. Peter Vance", "Aldermoor"]);
         assert_eq!(items[3].entities, ["Tier A", "9.0 m³/s"]);
+    }
+
+    #[test]
+    fn opening_pronouns_take_the_topic_or_the_last_person() {
+        let chunk = "Taken is a 2008 thriller directed by Pierre Morel. It stars Liam Neeson as Bryan Mills. \
+                     In the film he rescues his daughter. Its budget was $25 million. \
+                     The studio hired Luc Besson; he wrote it.";
+        let items = extract(chunk);
+        let entities: Vec<&[String]> = items.iter().map(|i| i.entities.as_slice()).collect();
+        assert_eq!(entities[0], ["Taken", "2008", "Pierre Morel"]);
+        // `It` is the passage's subject; `he` the person named last; a name before the pronoun
+        // keeps the unit as it is.
+        assert_eq!(entities[1], ["Taken", "Liam Neeson", "Bryan Mills"]);
+        assert_eq!(entities[2], ["Bryan Mills"]);
+        assert_eq!(entities[3][0], "Taken");
+        assert!(!entities[4].contains(&"Taken".to_owned()) && !entities[4].contains(&"Bryan Mills".to_owned()));
+        // No antecedent yet: nothing is added.
+        assert_eq!(extract("It rained. Then he left.")[1].entities, Vec::<String>::new());
     }
 
     #[test]

@@ -143,7 +143,7 @@ eval: qa-index ## Score MODES on QA=<set> → OUT/summary.json, results, report.
 ablate: qa-index ## The paper's ablation table on QA=<set> (toggles; w/o SW on a sibling index) → OUT/report.md
 	$(BIN)/flexstruct-eval ablate $(EVAL_FLAGS)
 
-sweep: qa-index ## Sweep PARAM=n_eh|n_e|tau_s|tau_e over VALUES=a,b,… on QA=<set> → OUT/report.md and curves
+sweep: qa-index ## Sweep PARAM=n_eh|n_e|tau_s|tau_e|n_b over VALUES=a,b,… on QA=<set> → OUT/report.md and curves
 	$(BIN)/flexstruct-eval sweep $(EVAL_FLAGS) --param $(PARAM) $(if $(VALUES),--values $(VALUES))
 
 sql: build ## Run Q="<SQL>" over INDEX (FORMAT=table|csv|json|jsonl)

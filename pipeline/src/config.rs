@@ -117,8 +117,13 @@ pub struct QueryConfig {
     pub hyperedges: bool,
     /// Edge retrieval (ER).
     pub edges: bool,
+    /// Bridge retrieval (BR, ours, beyond the paper): the facts one hop past the question's
+    /// entities and hyperedges, for questions whose answer is about an entity they do not name.
+    pub bridges: bool,
     /// Cluster retrieval (SSC).
     pub clusters: bool,
+    /// N_B: most bridge hyperedges retrieved.
+    pub n_b: usize,
     /// N_EH: most hyperedges retrieved.
     pub n_eh: usize,
     /// N_E: most edges retrieved.
@@ -146,7 +151,9 @@ impl Default for QueryConfig {
             entities: true,
             hyperedges: true,
             edges: true,
+            bridges: true,
             clusters: true,
+            n_b: 3,
             n_eh: 7,
             n_e: 3,
             tau_eh: None,

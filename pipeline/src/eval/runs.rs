@@ -14,24 +14,26 @@ use crate::stage::{NoProgress, RunContext, StageMetrics, record_run};
 /// The module toggles of the paper's ablation table, on top of `base` (whose mode should be
 /// hybrid): the full system, then each removal and the combined removals.
 pub fn ablation_variants(base: &QueryConfig) -> Vec<Variant> {
-    // (label, entities, hyperedges, edges, clusters)
-    let rows: [(&str, bool, bool, bool, bool); 11] = [
-        ("FlexStructRAG", true, true, true, true),
-        ("w/o SSC", true, true, true, false),
-        ("w/o HR", true, false, true, true),
-        ("w/o EnR", false, true, true, true),
-        ("w/o ER", true, true, false, true),
-        ("w/o ER+SSC", true, true, false, false),
-        ("w/o ER+HR", true, false, false, true),
-        ("w/o ER+EnR", false, true, false, true),
-        ("w/o HR+SSC", true, false, true, false),
-        ("w/o HR+SSC+ER", true, false, false, false),
-        ("w/o HR+SSC+EnR", false, false, true, false),
+    // (label, entities, hyperedges, edges, clusters, bridges): our default first, then the
+    // paper's rows, which know no bridge retrieval.
+    let rows: [(&str, bool, bool, bool, bool, bool); 12] = [
+        ("FlexStructRAG + BR (default)", true, true, true, true, true),
+        ("FlexStructRAG (paper)", true, true, true, true, false),
+        ("w/o SSC", true, true, true, false, false),
+        ("w/o HR", true, false, true, true, false),
+        ("w/o EnR", false, true, true, true, false),
+        ("w/o ER", true, true, false, true, false),
+        ("w/o ER+SSC", true, true, false, false, false),
+        ("w/o ER+HR", true, false, false, true, false),
+        ("w/o ER+EnR", false, true, false, true, false),
+        ("w/o HR+SSC", true, false, true, false, false),
+        ("w/o HR+SSC+ER", true, false, false, false, false),
+        ("w/o HR+SSC+EnR", false, false, true, false, false),
     ];
     rows.iter()
-        .map(|&(label, entities, hyperedges, edges, clusters)| Variant {
+        .map(|&(label, entities, hyperedges, edges, clusters, bridges)| Variant {
             label: label.to_owned(),
-            config: QueryConfig { entities, hyperedges, edges, clusters, ..base.clone() },
+            config: QueryConfig { entities, hyperedges, edges, clusters, bridges, ..base.clone() },
         })
         .collect()
 }
@@ -47,17 +49,20 @@ pub enum Parameter {
     TauS,
     /// τ_e (rebuilds graph and what follows).
     TauE,
+    /// N_B, bridge hyperedges (query time; ours, beyond the paper).
+    NB,
 }
 
 impl Parameter {
-    /// Parses `n_eh`, `n_e`, `tau_s` or `tau_e`.
+    /// Parses `n_eh`, `n_e`, `tau_s`, `tau_e` or `n_b`.
     pub fn parse(s: &str) -> Result<Parameter> {
         match s {
             "n_eh" => Ok(Parameter::NEh),
             "n_e" => Ok(Parameter::NE),
             "tau_s" => Ok(Parameter::TauS),
             "tau_e" => Ok(Parameter::TauE),
-            other => Err(Error::Config(format!("unknown sweep parameter `{other}` (n_eh, n_e, tau_s, tau_e)"))),
+            "n_b" => Ok(Parameter::NB),
+            other => Err(Error::Config(format!("unknown sweep parameter `{other}` (n_eh, n_e, tau_s, tau_e, n_b)"))),
         }
     }
 
@@ -68,6 +73,7 @@ impl Parameter {
             Parameter::NE => "n_e",
             Parameter::TauS => "tau_s",
             Parameter::TauE => "tau_e",
+            Parameter::NB => "n_b",
         }
     }
 
@@ -78,6 +84,7 @@ impl Parameter {
             Parameter::NE => vec![1, 3, 5, 7, 10],
             Parameter::TauS => vec![3, 6, 9, 12, 15],
             Parameter::TauE => vec![1, 2, 3, 5, 8],
+            Parameter::NB => vec![0, 1, 3, 5, 8],
         }
     }
 
@@ -94,21 +101,26 @@ impl Parameter {
             Parameter::NE => c.query.n_e = value,
             Parameter::TauS => c.hypergraph.tau_s = value,
             Parameter::TauE => c.graph.tau_e = value,
+            Parameter::NB => c.query.n_b = value,
         }
         c
     }
 
     /// The variants evaluated at each point: the full system, and the single module the
     /// parameter acts on (hyperedges only for N_EH, edges only for N_E and τ_e, entities only
-    /// for τ_s), as in the paper's figure.
+    /// for τ_s), as in the paper's figure; N_B acts on the full system only (N_B = 0 is the
+    /// paper's).
     pub fn variants(self, base: &QueryConfig) -> Vec<Variant> {
-        let only = |entities, hyperedges, edges| QueryConfig { entities, hyperedges, edges, clusters: false, ..base.clone() };
+        let only =
+            |entities, hyperedges, edges| QueryConfig { entities, hyperedges, edges, clusters: false, bridges: false, ..base.clone() };
+        let hybrid = Variant { label: "hybrid".into(), config: base.clone() };
         let (label, isolated) = match self {
             Parameter::NEh => ("hyperedges only", only(false, true, false)),
             Parameter::NE | Parameter::TauE => ("edges only", only(false, false, true)),
             Parameter::TauS => ("entities only", only(true, false, false)),
+            Parameter::NB => return vec![hybrid],
         };
-        vec![Variant { label: "hybrid".into(), config: base.clone() }, Variant { label: label.into(), config: isolated }]
+        vec![hybrid, Variant { label: label.into(), config: isolated }]
     }
 }
 
@@ -170,17 +182,19 @@ mod tests {
     #[test]
     fn ablation_rows_are_the_papers() {
         let rows = ablation_variants(&QueryConfig::default());
-        assert_eq!(rows.len(), 11);
+        assert_eq!(rows.len(), 12);
         let labels: Vec<String> = rows.iter().map(|v| crate::query::variant(&v.config)).collect();
         assert_eq!(labels[0], "hybrid");
-        assert_eq!(labels[1], "hybrid w/o SSC");
-        assert_eq!(labels[9], "hybrid w/o HR+SSC+ER");
-        assert_eq!(labels[10], "hybrid w/o HR+SSC+EnR");
+        // The paper's rows know no bridge retrieval.
+        assert_eq!(labels[1], "hybrid w/o BR");
+        assert_eq!(labels[2], "hybrid w/o SSC+BR");
+        assert_eq!(labels[10], "hybrid w/o HR+SSC+ER+BR");
+        assert_eq!(labels[11], "hybrid w/o HR+SSC+EnR+BR");
         // Every row is a different set of modules.
         let mut distinct = labels.clone();
         distinct.sort();
         distinct.dedup();
-        assert_eq!(distinct.len(), 11);
+        assert_eq!(distinct.len(), 12);
         assert!(rows.iter().all(|v| v.config.mode == Mode::Hybrid));
     }
 
@@ -189,11 +203,14 @@ mod tests {
         let c = Config::default();
         assert_eq!(Parameter::parse("tau_s").unwrap().apply(&c, 4).hypergraph.tau_s, 4);
         assert_eq!(Parameter::parse("n_e").unwrap().apply(&c, 8).query.n_e, 8);
-        assert!(Parameter::parse("alpha").unwrap_err().to_string().contains("n_eh, n_e, tau_s, tau_e"));
+        assert!(Parameter::parse("alpha").unwrap_err().to_string().contains("n_eh, n_e, tau_s, tau_e, n_b"));
         assert!(Parameter::TauE.rebuilds() && !Parameter::NEh.rebuilds());
         assert_eq!(rebuild_from("graph").unwrap(), &["graph", "embed", "cluster", "merge"]);
         let v = Parameter::TauS.variants(&QueryConfig::default());
-        assert_eq!(crate::query::variant(&v[1].config), "hybrid w/o HR+SSC+ER");
+        assert_eq!(crate::query::variant(&v[1].config), "hybrid w/o HR+SSC+ER+BR");
+        assert_eq!(Parameter::NB.apply(&c, 0).query.n_b, 0);
+        assert_eq!(crate::query::variant(&Parameter::NB.apply(&c, 0).query), "hybrid w/o BR");
+        assert_eq!(Parameter::NB.variants(&QueryConfig::default()).len(), 1);
     }
 
     #[test]

@@ -34,6 +34,8 @@ pub struct Entities {
     pub doc_id: StringArray,
     /// Names.
     pub name: StringArray,
+    /// Normalised names (the keys of [`Kb::by_name`]).
+    pub norm_name: StringArray,
     /// Summaries.
     pub summary: StringArray,
     /// Vectors of name + summary.
@@ -220,10 +222,10 @@ impl Kb {
             id: string_column(entities, col::ENTITY_ID)?.clone(),
             doc_id: string_column(entities, col::DOC_ID)?.clone(),
             name: string_column(entities, col::NAME)?.clone(),
+            norm_name: string_column(entities, col::NORM_NAME)?.clone(),
             summary: string_column(entities, col::SUMMARY)?.clone(),
             vectors: vectors(index, Table::KbEntities, entities, model)?,
         };
-        let norm_names = string_column(&batches[0], col::NORM_NAME)?;
         let hyperedges = Hyperedges {
             id: string_column(hyperedges, col::HYPEREDGE_ID)?.clone(),
             doc_id: string_column(hyperedges, col::DOC_ID)?.clone(),
@@ -289,7 +291,7 @@ impl Kb {
         }
 
         let mut by_name: HashMap<String, Vec<u32>> = HashMap::new();
-        for (i, name) in norm_names.iter().enumerate() {
+        for (i, name) in entities.norm_name.iter().enumerate() {
             by_name.entry(name.unwrap_or_default().to_owned()).or_default().push(i as u32);
         }
         let mut by_alias: HashMap<String, Vec<u32>> = HashMap::new();

@@ -98,13 +98,22 @@ pub struct Answer {
 
 /// The label of a strategy with its toggles: `hybrid`, `hybrid w/o ER+SSC`, `chunks`, ….
 pub fn variant(config: &QueryConfig) -> String {
-    let full = Modules::of(&QueryConfig { entities: true, hyperedges: true, edges: true, clusters: true, ..config.clone() });
+    let full = Modules::of(&QueryConfig {
+        entities: true,
+        hyperedges: true,
+        edges: true,
+        clusters: true,
+        bridges: true,
+        n_b: config.n_b.max(1),
+        ..config.clone()
+    });
     let on = Modules::of(config);
     let off: Vec<&str> = [
         (full.hyperedges && !on.hyperedges, "HR"),
         (full.clusters && !on.clusters, "SSC"),
         (full.edges && !on.edges, "ER"),
         (full.entities && !on.entities, "EnR"),
+        (full.bridges && !on.bridges, "BR"),
     ]
     .into_iter()
     .filter_map(|(off, name)| off.then_some(name))
@@ -292,26 +301,42 @@ impl Engine {
         Ok(Prepared { questions, vectors, entities, entity_vectors, embed_ms, entity_embed_ms })
     }
 
-    /// Retrieval and context for one prepared question.
-    /// Returns the context, the entity matches, the retrieval milliseconds and the part of them
-    /// spent embedding.
-    pub fn context(&self, prepared: &Prepared, i: usize, config: &QueryConfig) -> (Context, Vec<EntityMatch>, f64, f64) {
+    /// Retrieval and context for every prepared question: the vector scans run once for the
+    /// batch, so each question is charged an equal share of them, of the batch's embedding, and
+    /// its own lookups and context assembly.
+    /// Returns per question the context, the entity matches, the retrieval milliseconds and the
+    /// part of them spent embedding.
+    pub fn contexts(&self, prepared: &Prepared, config: &QueryConfig) -> Vec<(Context, Vec<EntityMatch>, f64, f64)> {
+        let count = prepared.questions.len().max(1) as f64;
         let started = Instant::now();
         let thresholds = config.thresholds(&self.kb.model);
-        let input = QueryInput { vector: &prepared.vectors[i], entities: &prepared.entities[i], entity_vectors: &prepared.entity_vectors[i] };
-        let retrieval = retrieve::retrieve(&self.kb, config, thresholds, input);
-        let context = Context::assemble(&self.kb, &retrieval.rows, config.max_context_tokens, &self.counter);
+        let inputs: Vec<QueryInput<'_>> = (0..prepared.questions.len())
+            .map(|i| QueryInput {
+                vector: &prepared.vectors[i],
+                entities: &prepared.entities[i],
+                entity_vectors: &prepared.entity_vectors[i],
+            })
+            .collect();
+        let retrievals = retrieve::retrieve_batch(&self.kb, config, thresholds, &inputs);
         let embed_ms = match config.mode {
             Mode::None => 0.0,
             Mode::Hypergraphrag => prepared.embed_ms + prepared.entity_embed_ms,
             _ => prepared.embed_ms,
         };
-        (context, retrieval.entity_matches, started.elapsed().as_secs_f64() * 1000.0 + embed_ms, embed_ms)
+        let shared_ms = started.elapsed().as_secs_f64() * 1000.0 / count + embed_ms;
+        retrievals
+            .into_iter()
+            .map(|retrieval| {
+                let started = Instant::now();
+                let context = Context::assemble(&self.kb, &retrieval.rows, config.max_context_tokens, &self.counter);
+                (context, retrieval.entity_matches, started.elapsed().as_secs_f64() * 1000.0 + shared_ms, embed_ms)
+            })
+            .collect()
     }
 
     /// Answers every prepared question under `config` (mode, toggles, breadths, budget).
     pub fn answer(&self, prepared: &Prepared, config: &QueryConfig) -> Result<Vec<Answer>> {
-        let contexts: Vec<_> = (0..prepared.questions.len()).map(|i| self.context(prepared, i, config)).collect();
+        let contexts = self.contexts(prepared, config);
         let generated: Vec<(Generated, &'static str, f64, Option<String>)> = match &self.runner {
             Some(runner) => {
                 let client = runner.client();

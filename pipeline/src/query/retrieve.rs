@@ -10,7 +10,7 @@
 //! question (a matched entity is ranked by the cosine of its name + summary; a cluster by its
 //! best retrieved member; an expanded HyperGraphRAG row by the row it was reached from).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -111,22 +111,25 @@ pub struct Modules {
     pub edges: bool,
     /// Cluster retrieval.
     pub clusters: bool,
+    /// Bridge retrieval (hybrid and hypergraph modes).
+    pub bridges: bool,
 }
 
 impl Modules {
     /// The modules of a FlexStructRAG mode with the configured toggles applied (peers: none).
     pub fn of(config: &QueryConfig) -> Modules {
-        let (entities, hyperedges, edges, clusters) = match config.mode {
-            Mode::Hybrid => (true, true, true, true),
-            Mode::Hypergraph => (true, true, false, true),
-            Mode::Graph => (true, false, true, false),
-            Mode::Chunks | Mode::None | Mode::Hypergraphrag => (false, false, false, false),
+        let (entities, hyperedges, edges, clusters, bridges) = match config.mode {
+            Mode::Hybrid => (true, true, true, true, true),
+            Mode::Hypergraph => (true, true, false, true, true),
+            Mode::Graph => (true, false, true, false, false),
+            Mode::Chunks | Mode::None | Mode::Hypergraphrag => (false, false, false, false, false),
         };
         Modules {
             entities: entities && config.entities,
             hyperedges: hyperedges && config.hyperedges,
             edges: edges && config.edges,
             clusters: clusters && config.clusters,
+            bridges: bridges && config.bridges && config.n_b > 0,
         }
     }
 }
@@ -144,20 +147,80 @@ fn hits(unit: Unit, hits: Vec<Hit>) -> impl Iterator<Item = Retrieved> {
     hits.into_iter().map(move |h| Retrieved { unit, row: h.row as u32, score: h.score })
 }
 
-/// Runs the configured strategy for one question.
-pub fn retrieve(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: QueryInput<'_>) -> Retrieval {
-    match config.mode {
-        Mode::None => Retrieval::default(),
-        Mode::Chunks => Retrieval {
-            rows: hits(Unit::Chunk, kb.chunks.vectors.top_k(query.vector, thresholds.chunk, config.chunk_k)).collect(),
-            entity_matches: Vec::new(),
-        },
-        Mode::Hypergraphrag => hypergraphrag(kb, config, thresholds, query),
-        Mode::Hybrid | Mode::Hypergraph | Mode::Graph => flexstruct(kb, config, thresholds, query),
-    }
+/// The vector scans of one question: the top rows of each table its strategy searches.
+#[derive(Debug, Clone, Default)]
+struct Scanned {
+    hyperedges: Vec<Hit>,
+    edges: Vec<Hit>,
+    chunks: Vec<Hit>,
+    /// HyperGraphRAG: the top entities of each probe (the question's entities, else the question).
+    entities: Vec<Vec<Hit>>,
 }
 
-fn flexstruct(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: QueryInput<'_>) -> Retrieval {
+/// Runs the configured strategy for one question.
+pub fn retrieve(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: QueryInput<'_>) -> Retrieval {
+    retrieve_batch(kb, config, thresholds, &[query]).pop().unwrap_or_default()
+}
+
+/// Runs the configured strategy for a batch of questions; each table is scanned once for all of
+/// them (see [`flexstruct_scan::top_k_batch`]).
+pub fn retrieve_batch(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, queries: &[QueryInput<'_>]) -> Vec<Retrieval> {
+    scan(kb, config, thresholds, queries)
+        .into_iter()
+        .zip(queries)
+        .map(|(scanned, query)| match config.mode {
+            Mode::None => Retrieval::default(),
+            Mode::Chunks => Retrieval { rows: hits(Unit::Chunk, scanned.chunks).collect(), entity_matches: Vec::new() },
+            Mode::Hypergraphrag => hypergraphrag(kb, config, scanned),
+            Mode::Hybrid | Mode::Hypergraph | Mode::Graph => flexstruct(kb, config, thresholds, *query, scanned),
+        })
+        .collect()
+}
+
+fn scan(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, queries: &[QueryInput<'_>]) -> Vec<Scanned> {
+    let mut out = vec![Scanned::default(); queries.len()];
+    let vectors: Vec<&[f32]> = queries.iter().map(|q| q.vector).collect();
+    let fill = |hits: Vec<Vec<Hit>>, slot: fn(&mut Scanned) -> &mut Vec<Hit>, out: &mut Vec<Scanned>| {
+        for (scanned, hits) in out.iter_mut().zip(hits) {
+            *slot(scanned) = hits;
+        }
+    };
+    match config.mode {
+        Mode::None => {}
+        Mode::Chunks => {
+            fill(kb.chunks.vectors.top_k_batch(&vectors, thresholds.chunk, config.chunk_k), |s| &mut s.chunks, &mut out);
+        }
+        Mode::Hybrid | Mode::Hypergraph | Mode::Graph => {
+            let modules = Modules::of(config);
+            // Clusters and bridges are found through the retrieved hyperedges, so the scan runs
+            // for any of these modules.
+            if modules.hyperedges || modules.clusters || modules.bridges {
+                let found = kb.hyperedges.vectors.top_k_batch(&vectors, thresholds.hyperedge, config.n_eh);
+                fill(found, |s| &mut s.hyperedges, &mut out);
+            }
+            if modules.edges {
+                fill(kb.edges.vectors.top_k_batch(&vectors, thresholds.edge, config.n_e), |s| &mut s.edges, &mut out);
+            }
+        }
+        Mode::Hypergraphrag => {
+            let probes: Vec<Vec<&[f32]>> = queries
+                .iter()
+                .map(|q| {
+                    if q.entity_vectors.is_empty() { vec![q.vector] } else { q.entity_vectors.iter().map(Vec::as_slice).collect() }
+                })
+                .collect();
+            let mut entity_hits = kb.entities.vectors.top_k_batch(&probes.concat(), f32::MIN, config.hgr_k_v).into_iter();
+            for (scanned, probes) in out.iter_mut().zip(&probes) {
+                scanned.entities = entity_hits.by_ref().take(probes.len()).collect();
+            }
+            fill(kb.hyperedges.vectors.top_k_batch(&vectors, f32::MIN, config.hgr_k_h), |s| &mut s.hyperedges, &mut out);
+            fill(kb.chunks.vectors.top_k_batch(&vectors, thresholds.chunk, config.chunk_k), |s| &mut s.chunks, &mut out);
+        }
+    }
+    out
+}
+
+fn flexstruct(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: QueryInput<'_>, scanned: Scanned) -> Retrieval {
     let modules = Modules::of(config);
     let mut out = Retrieval::default();
     if modules.entities {
@@ -168,28 +231,63 @@ fn flexstruct(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: Quer
         let scored = kb.entities.vectors.scores(query.vector, rows.iter().map(|&r| r as usize));
         out.rows.extend(hits(Unit::Entity, sorted(scored)));
     }
-    // Clusters are found through the retrieved hyperedges, so the scan runs for either module.
-    if modules.hyperedges || modules.clusters {
-        let found = kb.hyperedges.vectors.top_k(query.vector, thresholds.hyperedge, config.n_eh);
-        if modules.clusters {
-            let mut best: HashMap<u32, f32> = HashMap::new();
-            for h in &found {
-                for &c in &kb.hyperedge_clusters[h.row] {
-                    let score = best.entry(c).or_insert(f32::MIN);
-                    *score = score.max(h.score);
-                }
+    if modules.clusters {
+        let mut best: HashMap<u32, f32> = HashMap::new();
+        for h in &scanned.hyperedges {
+            for &c in &kb.hyperedge_clusters[h.row] {
+                let score = best.entry(c).or_insert(f32::MIN);
+                *score = score.max(h.score);
             }
-            let clusters = best.into_iter().map(|(row, score)| Hit { row: row as usize, score }).collect();
-            out.rows.extend(hits(Unit::Cluster, sorted(clusters)));
         }
-        if modules.hyperedges {
-            out.rows.extend(hits(Unit::Hyperedge, found));
-        }
+        let clusters = best.into_iter().map(|(row, score)| Hit { row: row as usize, score }).collect();
+        out.rows.extend(hits(Unit::Cluster, sorted(clusters)));
+    }
+    if modules.bridges {
+        let matched: Vec<u32> = out.entity_matches.iter().flat_map(|m| m.rows.iter().copied()).collect();
+        out.rows.extend(hits(Unit::Hyperedge, bridges(kb, query.vector, &matched, &scanned.hyperedges, thresholds.hyperedge, config.n_b)));
+    }
+    if modules.hyperedges {
+        out.rows.extend(hits(Unit::Hyperedge, scanned.hyperedges));
     }
     if modules.edges {
-        out.rows.extend(hits(Unit::Edge, kb.edges.vectors.top_k(query.vector, thresholds.edge, config.n_e)));
+        out.rows.extend(hits(Unit::Edge, scanned.edges));
     }
     out
+}
+
+/// Names shared by more entity nodes than this are hubs (a country, a common word), not
+/// bridges: following them would pull in facts from everywhere.
+pub const MAX_BRIDGE_NODES: usize = 64;
+
+/// Bridge retrieval (BR; ours, beyond the paper's four modules). A multi-hop question names one
+/// end of a chain ("the birthplace of the performer of *Changed It*"): the first hop — the
+/// question's entities and the retrieved hyperedges — names the entity in the middle (the
+/// performer), and the answer is a fact about that entity, stated in its own document, that the
+/// question's wording alone rarely ranks high. The first hop's hyperedges (those retrieved and
+/// those of the matched entities) name neighbour entities; every node of a neighbour's name
+/// (the same name in other documents too) offers its hyperedges, and the `n` most similar to
+/// the question above `threshold` are retrieved. Numbers and dates are not followed, nor hubs
+/// (more than [`MAX_BRIDGE_NODES`] nodes).
+fn bridges(kb: &Kb, query: &[f32], matched: &[u32], found: &[Hit], threshold: f32, n: usize) -> Vec<Hit> {
+    let names = &kb.entities.norm_name;
+    let mut first_hop: BTreeSet<u32> = found.iter().map(|h| h.row as u32).collect();
+    first_hop.extend(matched.iter().flat_map(|&e| kb.entity_hyperedges[e as usize].iter().copied()));
+    let own: HashSet<&str> = matched.iter().map(|&e| names.value(e as usize)).collect();
+    let neighbours: BTreeSet<&str> = first_hop
+        .iter()
+        .flat_map(|&h| kb.hyperedge_entities[h as usize].iter().map(|&e| names.value(e as usize)))
+        .filter(|name| !own.contains(name) && name.chars().any(char::is_alphabetic))
+        .collect();
+    let candidates: BTreeSet<usize> = neighbours
+        .into_iter()
+        .filter_map(|name| kb.by_name.get(name).filter(|nodes| nodes.len() <= MAX_BRIDGE_NODES))
+        .flatten()
+        .flat_map(|&e| kb.entity_hyperedges[e as usize].iter().copied())
+        .filter(|h| !first_hop.contains(h))
+        .map(|h| h as usize)
+        .collect();
+    let scored = kb.hyperedges.vectors.scores(query, candidates.into_iter()).into_iter().filter(|h| h.score > threshold).collect();
+    flexstruct_scan::keep_best(scored, n)
 }
 
 /// HyperGraphRAG (seed 003): entities by embedding similarity of the question's entities (k_V),
@@ -197,20 +295,15 @@ fn flexstruct(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: Quer
 /// every retrieved entity, the entities of every retrieved hyperedge), fused with chunk
 /// retrieval (k_C, τ_C). Its confidence-weighted thresholds τ_V and τ_H have no counterpart in
 /// this index (no extraction confidences), so only the breadths apply.
-fn hypergraphrag(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: QueryInput<'_>) -> Retrieval {
+fn hypergraphrag(kb: &Kb, config: &QueryConfig, scanned: Scanned) -> Retrieval {
     let mut entities: HashMap<u32, f32> = HashMap::new();
-    let probes: Vec<&[f32]> =
-        if query.entity_vectors.is_empty() { vec![query.vector] } else { query.entity_vectors.iter().map(Vec::as_slice).collect() };
-    for probe in probes {
-        for h in kb.entities.vectors.top_k(probe, f32::MIN, config.hgr_k_v) {
-            let s = entities.entry(h.row as u32).or_insert(f32::MIN);
-            *s = s.max(h.score);
-        }
+    for h in scanned.entities.iter().flatten() {
+        let s = entities.entry(h.row as u32).or_insert(f32::MIN);
+        *s = s.max(h.score);
     }
     let mut entity_hits: Vec<Hit> = entities.into_iter().map(|(row, score)| Hit { row: row as usize, score }).collect();
     entity_hits = sorted(entity_hits);
     entity_hits.truncate(config.hgr_k_v);
-    let hyperedge_hits = kb.hyperedges.vectors.top_k(query.vector, f32::MIN, config.hgr_k_h);
 
     let mut hyperedges: HashMap<u32, f32> = HashMap::new();
     let mut all_entities: HashMap<u32, f32> = HashMap::new();
@@ -218,7 +311,7 @@ fn hypergraphrag(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: Q
         let s = map.entry(row).or_insert(f32::MIN);
         *s = s.max(score);
     };
-    for h in &hyperedge_hits {
+    for h in &scanned.hyperedges {
         raise(&mut hyperedges, h.row as u32, h.score);
         for &e in &kb.hyperedge_entities[h.row] {
             raise(&mut all_entities, e, h.score);
@@ -233,7 +326,7 @@ fn hypergraphrag(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: Q
     let to_hits = |map: HashMap<u32, f32>| sorted(map.into_iter().map(|(row, score)| Hit { row: row as usize, score }).collect());
     let mut rows: Vec<Retrieved> = hits(Unit::Entity, to_hits(all_entities)).collect();
     rows.extend(hits(Unit::Hyperedge, to_hits(hyperedges)));
-    rows.extend(hits(Unit::Chunk, kb.chunks.vectors.top_k(query.vector, thresholds.chunk, config.chunk_k)));
+    rows.extend(hits(Unit::Chunk, scanned.chunks));
     Retrieval { rows, entity_matches: Vec::new() }
 }
 

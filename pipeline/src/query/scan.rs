@@ -37,10 +37,10 @@ impl Vectors {
         &self.values[row * self.dim..(row + 1) * self.dim]
     }
 
-    /// The `k` rows with the highest cosine strictly above `threshold`, best first (all of
-    /// those that pass when fewer do).
-    pub fn top_k(&self, query: &[f32], threshold: f32, k: usize) -> Vec<Hit> {
-        flexstruct_scan::top_k(&self.values, self.dim, query, threshold, k)
+    /// For each query, the `k` rows with the highest cosine strictly above `threshold`, best
+    /// first (all of those that pass when fewer do); each block of rows is read once for all.
+    pub fn top_k_batch(&self, queries: &[&[f32]], threshold: f32, k: usize) -> Vec<Vec<Hit>> {
+        flexstruct_scan::top_k_batch(&self.values, self.dim, queries, threshold, k)
     }
 
     /// The cosine of the query with the given rows.
@@ -57,7 +57,7 @@ mod tests {
     fn rows_of_an_arrow_buffer() {
         let v = Vectors::new(2, vec![1.0, 0.0, 0.6, 0.8].into());
         assert_eq!((v.len(), v.dim(), v.row(1)), (2, 2, &[0.6f32, 0.8][..]));
-        assert_eq!(v.top_k(&[0.0, 1.0], 0.5, 5).iter().map(|h| h.row).collect::<Vec<_>>(), [1]);
-        assert!(Vectors::default().is_empty() && Vectors::default().top_k(&[1.0], -1.0, 3).is_empty());
+        assert_eq!(v.top_k_batch(&[&[0.0, 1.0]], 0.5, 5)[0].iter().map(|h| h.row).collect::<Vec<_>>(), [1]);
+        assert!(Vectors::default().is_empty() && Vectors::default().top_k_batch(&[&[1.0]], -1.0, 3)[0].is_empty());
     }
 }

@@ -60,6 +60,7 @@ fn tiny_kb() -> Kb {
         id: strings(&["e0", "e1", "e2"]),
         doc_id: strings(&["d"; 3]),
         name: strings(&["Velda Basin Authority", "Mara Quint", "Harlow gauge"]),
+        norm_name: strings(&["velda basin authority", "mara quint", "harlow gauge"]),
         summary: strings(&[sentences[0], "Mara Quint chairs the VBA. Quint signed the compact in 2009.", sentences[0]]),
         vectors: at_cosines(&[0.5, 0.3, 0.1]),
     };
@@ -124,8 +125,47 @@ fn id_of(kb: &Kb, r: &Retrieved) -> String {
     }
 }
 
+/// The paper's modules (no bridge retrieval), so that each module's ids are known.
 fn config(mode: Mode, n_eh: usize, n_e: usize) -> QueryConfig {
-    QueryConfig { mode, n_eh, n_e, ..QueryConfig::default() }
+    QueryConfig { mode, n_eh, n_e, bridges: false, ..QueryConfig::default() }
+}
+
+/// `kb` plus a second document about Mara Quint: entity e3 (same name as e1) in doc `d2`, with
+/// hyperedges h5 ("born in Ostend", cosine 0.45) and h6 (cosine 0.1), and a 70-node hub name.
+fn with_second_document(mut kb: Kb, hub_nodes: usize) -> Kb {
+    fn append(a: &StringArray, more: &[&str]) -> StringArray {
+        a.iter().map(|v| v.unwrap_or_default().to_owned()).chain(more.iter().map(|s| s.to_string())).collect::<Vec<_>>().into()
+    }
+    fn extend(v: &Vectors, cosines: &[f32]) -> Vectors {
+        let mut values: Vec<f32> = (0..v.len()).flat_map(|r| v.row(r).to_vec()).collect();
+        values.extend(cosines.iter().flat_map(|&c| [c, (1.0 - c * c).max(0.0).sqrt(), 0.0]));
+        Vectors::new(3, values.into())
+    }
+    let h = &mut kb.hyperedges;
+    let texts = ["Mara Quint was born in Ostend.", "Quint rowed."];
+    h.id = append(&h.id, &["h5", "h6"]);
+    h.doc_id = append(&h.doc_id, &["d2", "d2"]);
+    h.item_idx = Int32Array::from(h.item_idx.values().iter().copied().chain([0, 1]).collect::<Vec<_>>());
+    h.text = append(&h.text, &texts);
+    h.ref_text = append(&h.ref_text, &texts);
+    h.ref_start = Int64Array::from(h.ref_start.values().iter().copied().chain([0, 31]).collect::<Vec<_>>());
+    h.ref_end = Int64Array::from(h.ref_end.values().iter().copied().chain([30, 43]).collect::<Vec<_>>());
+    h.vectors = extend(&h.vectors, &[0.45, 0.1]);
+    let e = &mut kb.entities;
+    e.id = append(&e.id, &["e3"]);
+    e.doc_id = append(&e.doc_id, &["d2"]);
+    e.name = append(&e.name, &["Mara Quint"]);
+    e.norm_name = append(&e.norm_name, &["mara quint"]);
+    e.summary = append(&e.summary, &[texts[0]]);
+    e.vectors = extend(&e.vectors, &[0.2]);
+    kb.by_name.get_mut("mara quint").unwrap().push(3);
+    kb.entity_hyperedges.push(vec![5, 6]);
+    kb.hyperedge_entities.extend([vec![3], vec![3]]);
+    kb.hyperedge_clusters.extend([vec![], vec![]]);
+    // A hub: the name of the authority given to many other nodes.
+    let hub = kb.by_name.get_mut("velda basin authority").unwrap();
+    hub.extend((0..hub_nodes as u32).map(|_| 0));
+    kb
 }
 
 #[test]
@@ -144,7 +184,8 @@ fn toggles_reproduce_the_ablation_rows() {
     let kb = tiny_kb();
     let q = ["Mara Quint"];
     let with = |f: fn(&mut QueryConfig)| {
-        let mut c = config(Mode::Hybrid, 4, 1);
+        // Bridges on: in this one-document kb they find nothing beyond the first hop.
+        let mut c = QueryConfig { bridges: true, ..config(Mode::Hybrid, 4, 1) };
         f(&mut c);
         (super::variant(&c), ids(&kb, &c, &q, OPEN))
     };
@@ -171,6 +212,41 @@ fn toggles_reproduce_the_ablation_rows() {
     let mut graph = config(Mode::Graph, 4, 1);
     graph.clusters = false;
     assert_eq!(super::variant(&graph), "graph");
+}
+
+#[test]
+fn bridges_reach_the_facts_of_a_neighbour_in_its_own_document() {
+    let kb = with_second_document(tiny_kb(), 0);
+    let mut c = config(Mode::Hybrid, 2, 0);
+    c.clusters = false;
+    c.bridges = true;
+    c.n_b = 1;
+    // The question names the authority; its hyperedges (h0, h1) name the Harlow gauge and Mara
+    // Quint. The gauge's other fact (h2, 0.6) comes first; then Mara Quint's node in d2, which
+    // states where she was born (h5, 0.45), beats her d1 node's other fact (h3, 0.40).
+    assert_eq!(ids(&kb, &c, &["Velda Basin Authority"], OPEN), ["e0", "h2", "h0", "h1"]);
+    c.n_b = 2;
+    assert_eq!(ids(&kb, &c, &["Velda Basin Authority"], OPEN), ["e0", "h2", "h5", "h0", "h1"]);
+    c.n_b = 5;
+    assert_eq!(ids(&kb, &c, &["Velda Basin Authority"], OPEN), ["e0", "h2", "h5", "h3", "h6", "h0", "h1"]);
+    // τ_EH applies to bridges too; the question's own entity is no bridge; the toggle and N_B = 0
+    // switch the module off.
+    let at = |t: f32| Thresholds { hyperedge: t, edge: t, chunk: t };
+    assert_eq!(ids(&kb, &c, &["Velda Basin Authority"], at(0.42)), ["e0", "h2", "h5", "h0", "h1"]);
+    assert_eq!(ids(&kb, &c, &["Mara Quint"], OPEN), ["e1", "e3", "h2", "h0", "h1"]);
+    c.n_b = 0;
+    assert_eq!(ids(&kb, &c, &["Velda Basin Authority"], OPEN), ["e0", "h0", "h1"]);
+    c.n_b = 3;
+    c.bridges = false;
+    assert_eq!(ids(&kb, &c, &["Velda Basin Authority"], OPEN), ["e0", "h0", "h1"]);
+    // A hub name is not followed: the Mara Quint question's first hop names the authority, but
+    // with more than MAX_BRIDGE_NODES nodes it bridges to nothing.
+    let hub = with_second_document(tiny_kb(), super::retrieve::MAX_BRIDGE_NODES);
+    c.bridges = true;
+    c.n_eh = 0;
+    assert_eq!(ids(&kb, &c, &["Mara Quint"], OPEN), ["e1", "e3", "h0"]);
+    assert_eq!(ids(&hub, &c, &["Mara Quint"], OPEN), ["e1", "e3"]);
+    assert_eq!(super::variant(&QueryConfig { bridges: false, ..QueryConfig::default() }), "hybrid w/o BR");
 }
 
 #[test]

@@ -58,6 +58,12 @@ struct Args {
     /// Switch off cluster retrieval (SSC).
     #[arg(long)]
     no_clusters: bool,
+    /// Switch off bridge retrieval (BR; the paper's FlexStructRAG has none).
+    #[arg(long)]
+    no_bridges: bool,
+    /// Most bridge hyperedges retrieved (N_B).
+    #[arg(long)]
+    n_b: Option<usize>,
     /// Most hyperedges retrieved (N_EH).
     #[arg(long)]
     n_eh: Option<usize>,
@@ -90,6 +96,8 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
     q.hyperedges &= !args.no_hyperedges;
     q.edges &= !args.no_edges;
     q.clusters &= !args.no_clusters;
+    q.bridges &= !args.no_bridges;
+    q.n_b = args.n_b.unwrap_or(q.n_b);
     q.n_eh = args.n_eh.unwrap_or(q.n_eh);
     q.n_e = args.n_e.unwrap_or(q.n_e);
     q.tau_eh = args.tau_eh.or(q.tau_eh);

@@ -75,8 +75,8 @@ fn the_ablation_table_and_its_sliding_window_sibling() {
     let out = tmp.path().join("out");
     let r = eval(&["ablate"], &index, &out, &[]);
     let s = summary(&out);
-    assert_eq!(s.len(), 12);
-    for label in ["FlexStructRAG", "w/o SW", "w/o SSC", "w/o HR", "w/o EnR", "w/o ER", "w/o HR+SSC+EnR"] {
+    assert_eq!(s.len(), 13);
+    for label in ["FlexStructRAG + BR (default)", "FlexStructRAG (paper)", "w/o SW", "w/o SSC", "w/o HR", "w/o EnR", "w/o ER", "w/o HR+SSC+EnR"] {
         assert!(s.contains_key(label), "{label}");
     }
     assert!(r.stderr.contains("index.variants/no-sw rebuilt"), "{}", r.stderr);
@@ -85,7 +85,8 @@ fn the_ablation_table_and_its_sliding_window_sibling() {
     assert!(window.iter().any(|c| c["config"].as_str().unwrap().contains("\"window\":false")), "{window:?}");
     // Removing modules never adds context.
     let tokens = |k: &str| s[k]["context_tokens_mean"].as_f64().unwrap();
-    assert!(tokens("w/o HR+SSC+ER") <= tokens("FlexStructRAG"));
+    assert!(tokens("w/o HR+SSC+ER") <= tokens("FlexStructRAG (paper)"));
+    assert!(tokens("FlexStructRAG (paper)") <= tokens("FlexStructRAG + BR (default)"));
     // The base index is untouched by the sibling's rebuild.
     assert!(query(&index, "SELECT DISTINCT config FROM manifest WHERE stage = 'extract'").iter().all(|c| !c["config"].as_str().unwrap().contains("\"window\":false")));
 }

@@ -118,13 +118,18 @@ fn every_mode_and_toggle_runs_on_the_same_index() {
         (a["variant"].as_str().unwrap().to_owned(), units)
     };
     let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    assert_eq!(units(&[]), ("hybrid".into(), s(&["cluster", "edge", "entity", "hyperedge"])));
+    // The edges retrieved here state facts whose source sentences are already in the context
+    // (as hyperedges), so they add nothing and are left out.
+    assert_eq!(units(&[]), ("hybrid".into(), s(&["cluster", "entity", "hyperedge"])));
+    assert_eq!(units(&["--no-bridges"]), ("hybrid w/o BR".into(), s(&["cluster", "entity", "hyperedge"])));
     assert_eq!(units(&["--mode", "hypergraph"]).1, s(&["cluster", "entity", "hyperedge"]));
     assert_eq!(units(&["--mode", "graph"]).1, s(&["edge", "entity"]));
     assert_eq!(units(&["--mode", "chunks"]).1, s(&["chunk"]));
     assert_eq!(units(&["--mode", "none"]), ("none".into(), vec![]));
     assert_eq!(units(&["--mode", "hypergraphrag"]).1, s(&["chunk", "entity", "hyperedge"]));
-    assert_eq!(units(&["--no-hyperedges", "--no-clusters"]), ("hybrid w/o HR+SSC".into(), s(&["edge", "entity"])));
+    // Bridge retrieval is a module of its own: without HR its hyperedges still come.
+    assert_eq!(units(&["--no-hyperedges", "--no-clusters"]), ("hybrid w/o HR+SSC".into(), s(&["edge", "entity", "hyperedge"])));
+    assert_eq!(units(&["--no-hyperedges", "--no-clusters", "--no-bridges"]), ("hybrid w/o HR+SSC+BR".into(), s(&["edge", "entity"])));
     assert_eq!(units(&["--no-entities", "--no-edges"]), ("hybrid w/o ER+EnR".into(), s(&["cluster", "hyperedge"])));
     // A budget caps the context.
     let tmp = tempfile::tempdir().unwrap();

@@ -153,7 +153,7 @@ impl Default for QueryConfig {
             edges: true,
             bridges: true,
             clusters: true,
-            n_b: 3,
+            n_b: 5,
             n_eh: 7,
             n_e: 3,
             tau_eh: None,

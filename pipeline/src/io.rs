@@ -159,6 +159,20 @@ pub fn read_table(index: &Index, table: Table) -> Result<Vec<RecordBatch>> {
     Ok(batches)
 }
 
+/// Reads only `columns` of every part of a table (Parquet decodes nothing else).
+pub fn read_columns(index: &Index, table: Table, columns: &[&str]) -> Result<Vec<RecordBatch>> {
+    let mut batches = Vec::new();
+    for part in index.parts(table)? {
+        let (builder, _) = open_checked(&part, table)?;
+        let mask = parquet::arrow::ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
+        let reader = builder.with_projection(mask).build().map_err(Error::parquet("reading rows", &part))?;
+        for batch in reader {
+            batches.push(batch.map_err(|e| Error::parquet("reading rows", &part)(e.into()))?);
+        }
+    }
+    Ok(batches)
+}
+
 /// Reads the rows of one document of a per-document table (one part file is opened).
 pub fn read_doc(index: &Index, table: Table, doc_id: &str) -> Result<Vec<RecordBatch>> {
     let path = index.bucket_path(table, index.bucket_of(doc_id));

@@ -11,6 +11,7 @@ use rayon::prelude::*;
 
 use super::scan::Vectors;
 use crate::error::{Error, Result};
+use crate::extract::entities::normalize;
 use crate::index::Index;
 use crate::io::{read_table, string_column, typed};
 
@@ -138,6 +139,9 @@ pub struct Kb {
     pub by_name: HashMap<String, Vec<u32>>,
     /// Alias (from aliases and summaries, not names) → entity rows.
     pub by_alias: HashMap<String, Vec<u32>>,
+    /// Normalised document title → the hyperedge rows of the document(s) with that title, in
+    /// reading order (an entity's own article, where documents are about one entity each).
+    pub by_title: HashMap<String, Vec<u32>>,
     /// Entity row → incident hyperedge rows (extraction order).
     pub entity_hyperedges: Vec<Vec<u32>>,
     /// Hyperedge row → incident entity rows.
@@ -157,6 +161,30 @@ const TABLES: [Table; 8] = [
     Table::KbHyperedgeEntities,
     Table::KbAliases,
 ];
+
+/// The hyperedges of each titled document, by normalised title.
+fn titled_hyperedges(index: &Index, hyperedges: &Hyperedges) -> Result<HashMap<String, Vec<u32>>> {
+    let mut title_of: HashMap<String, String> = HashMap::new();
+    for batch in crate::io::read_columns(index, Table::Documents, &[col::DOC_ID, col::TITLE])? {
+        let (doc, title) = (string_column(&batch, col::DOC_ID)?, string_column(&batch, col::TITLE)?);
+        for i in 0..batch.num_rows() {
+            let key = if title.is_null(i) { String::new() } else { normalize(title.value(i)) };
+            if !key.is_empty() {
+                title_of.insert(doc.value(i).to_owned(), key);
+            }
+        }
+    }
+    let mut by_title: HashMap<String, Vec<u32>> = HashMap::new();
+    for (row, doc) in hyperedges.doc_id.iter().enumerate() {
+        if let Some(title) = doc.and_then(|d| title_of.get(d)) {
+            by_title.entry(title.clone()).or_default().push(row as u32);
+        }
+    }
+    for rows in by_title.values_mut() {
+        rows.sort_by_key(|&h| (hyperedges.doc_id.value(h as usize), hyperedges.item_idx.value(h as usize)));
+    }
+    Ok(by_title)
+}
 
 fn one_batch(table: Table, batches: Vec<RecordBatch>) -> Result<RecordBatch> {
     match batches.first() {
@@ -307,6 +335,7 @@ impl Kb {
                 }
             }
         }
+        let by_title = titled_hyperedges(index, &hyperedges)?;
         Ok(Kb {
             model: model.to_owned(),
             entities,
@@ -316,6 +345,7 @@ impl Kb {
             clusters,
             by_name,
             by_alias,
+            by_title,
             entity_hyperedges,
             hyperedge_entities,
             hyperedge_clusters,

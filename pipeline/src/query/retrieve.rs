@@ -10,7 +10,7 @@
 //! question (a matched entity is ranked by the cosine of its name + summary; a cluster by its
 //! best retrieved member; an expanded HyperGraphRAG row by the row it was reached from).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 
 use serde::Serialize;
 
@@ -260,33 +260,42 @@ fn flexstruct(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: Quer
 pub const MAX_BRIDGE_NODES: usize = 64;
 
 /// Bridge retrieval (BR; ours, beyond the paper's four modules). A multi-hop question names one
-/// end of a chain ("the birthplace of the performer of *Changed It*"): the first hop — the
-/// question's entities and the retrieved hyperedges — names the entity in the middle (the
-/// performer), and the answer is a fact about that entity, stated in its own document, that the
-/// question's wording alone rarely ranks high. The first hop's hyperedges (those retrieved and
-/// those of the matched entities) name neighbour entities; every node of a neighbour's name
-/// (the same name in other documents too) offers its hyperedges, and the `n` most similar to
-/// the question above `threshold` are retrieved. Numbers and dates are not followed, nor hubs
-/// (more than [`MAX_BRIDGE_NODES`] nodes).
+/// end of a chain ("the birthplace of the performer of *Changed It*"): the first hop names the
+/// entity in the middle (the performer), and the answer is a fact about that entity, stated in
+/// its own document, that the question's wording alone rarely ranks high.
+///
+/// The first hop is what the question names: the hyperedges of its matched entities and of the
+/// documents titled with their names (or, when no entity matched, the retrieved hyperedges).
+/// The entities those hyperedges name are the neighbours; each offers the hyperedges of its
+/// nodes (the same name in every document) and of the documents titled with its name. Those not
+/// in the first hop (nor retrieved already) are scored by cosine with the question, and the `n`
+/// best above `threshold` are retrieved. Numbers and dates are not followed, nor hub names (more than
+/// [`MAX_BRIDGE_NODES`] nodes).
 fn bridges(kb: &Kb, query: &[f32], matched: &[u32], found: &[Hit], threshold: f32, n: usize) -> Vec<Hit> {
     let names = &kb.entities.norm_name;
-    let mut first_hop: BTreeSet<u32> = found.iter().map(|h| h.row as u32).collect();
-    first_hop.extend(matched.iter().flat_map(|&e| kb.entity_hyperedges[e as usize].iter().copied()));
-    let own: HashSet<&str> = matched.iter().map(|&e| names.value(e as usize)).collect();
+    let own: BTreeSet<&str> = matched.iter().map(|&e| names.value(e as usize)).collect();
+    let mut first_hop: BTreeSet<u32> = matched.iter().flat_map(|&e| kb.entity_hyperedges[e as usize].iter().copied()).collect();
+    first_hop.extend(own.iter().filter_map(|name| kb.by_title.get(*name)).flatten());
+    if matched.is_empty() {
+        first_hop.extend(found.iter().map(|h| h.row as u32));
+    }
+    // A name joined with `and` ("nicki minaj and american") also stands for its parts.
     let neighbours: BTreeSet<&str> = first_hop
         .iter()
         .flat_map(|&h| kb.hyperedge_entities[h as usize].iter().map(|&e| names.value(e as usize)))
+        .flat_map(|name| std::iter::once(name).chain(name.contains(" and ").then(|| name.split(" and ")).into_iter().flatten()))
         .filter(|name| !own.contains(name) && name.chars().any(char::is_alphabetic))
         .collect();
-    let candidates: BTreeSet<usize> = neighbours
-        .into_iter()
-        .filter_map(|name| kb.by_name.get(name).filter(|nodes| nodes.len() <= MAX_BRIDGE_NODES))
-        .flatten()
-        .flat_map(|&e| kb.entity_hyperedges[e as usize].iter().copied())
-        .filter(|h| !first_hop.contains(h))
-        .map(|h| h as usize)
-        .collect();
-    let scored = kb.hyperedges.vectors.scores(query, candidates.into_iter()).into_iter().filter(|h| h.score > threshold).collect();
+    let mut candidates: BTreeSet<u32> = BTreeSet::new();
+    for name in neighbours {
+        if let Some(nodes) = kb.by_name.get(name).filter(|nodes| nodes.len() <= MAX_BRIDGE_NODES) {
+            candidates.extend(nodes.iter().flat_map(|&e| kb.entity_hyperedges[e as usize].iter().copied()));
+        }
+        candidates.extend(kb.by_title.get(name).into_iter().flatten());
+    }
+    let retrieved: BTreeSet<u32> = found.iter().map(|h| h.row as u32).collect();
+    let rows = candidates.into_iter().filter(|h| !first_hop.contains(h) && !retrieved.contains(h)).map(|h| h as usize);
+    let scored = kb.hyperedges.vectors.scores(query, rows).into_iter().filter(|h| h.score > threshold).collect();
     flexstruct_scan::keep_best(scored, n)
 }
 

@@ -98,6 +98,7 @@ fn tiny_kb() -> Kb {
         clusters,
         by_name,
         by_alias,
+        by_title: HashMap::new(),
         entity_hyperedges: vec![vec![0, 1], vec![1, 3], vec![0, 2]],
         hyperedge_entities: vec![vec![0, 2], vec![0, 1], vec![2], vec![1], vec![]],
         hyperedge_clusters: vec![vec![0], vec![0], vec![], vec![1], vec![]],
@@ -130,8 +131,9 @@ fn config(mode: Mode, n_eh: usize, n_e: usize) -> QueryConfig {
     QueryConfig { mode, n_eh, n_e, bridges: false, ..QueryConfig::default() }
 }
 
-/// `kb` plus a second document about Mara Quint: entity e3 (same name as e1) in doc `d2`, with
-/// hyperedges h5 ("born in Ostend", cosine 0.45) and h6 (cosine 0.1), and a 70-node hub name.
+/// `kb` plus a second document, titled "Mara Quint": entity e3 (same name as e1) with hyperedge
+/// h5 ("born in Ostend", cosine 0.45), and h6 (cosine 0.1), which names nobody; and `hub_nodes`
+/// more nodes named like the authority.
 fn with_second_document(mut kb: Kb, hub_nodes: usize) -> Kb {
     fn append(a: &StringArray, more: &[&str]) -> StringArray {
         a.iter().map(|v| v.unwrap_or_default().to_owned()).chain(more.iter().map(|s| s.to_string())).collect::<Vec<_>>().into()
@@ -159,8 +161,9 @@ fn with_second_document(mut kb: Kb, hub_nodes: usize) -> Kb {
     e.summary = append(&e.summary, &[texts[0]]);
     e.vectors = extend(&e.vectors, &[0.2]);
     kb.by_name.get_mut("mara quint").unwrap().push(3);
-    kb.entity_hyperedges.push(vec![5, 6]);
-    kb.hyperedge_entities.extend([vec![3], vec![3]]);
+    kb.entity_hyperedges.push(vec![5]);
+    kb.hyperedge_entities.extend([vec![3], vec![]]);
+    kb.by_title.insert("mara quint".into(), vec![5, 6]);
     kb.hyperedge_clusters.extend([vec![], vec![]]);
     // A hub: the name of the authority given to many other nodes.
     let hub = kb.by_name.get_mut("velda basin authority").unwrap();
@@ -227,13 +230,21 @@ fn bridges_reach_the_facts_of_a_neighbour_in_its_own_document() {
     assert_eq!(ids(&kb, &c, &["Velda Basin Authority"], OPEN), ["e0", "h2", "h0", "h1"]);
     c.n_b = 2;
     assert_eq!(ids(&kb, &c, &["Velda Basin Authority"], OPEN), ["e0", "h2", "h5", "h0", "h1"]);
+    // h6 names nobody: it is reached through the document titled with the neighbour's name.
     c.n_b = 5;
     assert_eq!(ids(&kb, &c, &["Velda Basin Authority"], OPEN), ["e0", "h2", "h5", "h3", "h6", "h0", "h1"]);
+    let mut untitled = with_second_document(tiny_kb(), 0);
+    untitled.by_title.clear();
+    assert_eq!(ids(&untitled, &c, &["Velda Basin Authority"], OPEN), ["e0", "h2", "h5", "h3", "h0", "h1"]);
     // τ_EH applies to bridges too; the question's own entity is no bridge; the toggle and N_B = 0
     // switch the module off.
     let at = |t: f32| Thresholds { hyperedge: t, edge: t, chunk: t };
     assert_eq!(ids(&kb, &c, &["Velda Basin Authority"], at(0.42)), ["e0", "h2", "h5", "h0", "h1"]);
-    assert_eq!(ids(&kb, &c, &["Mara Quint"], OPEN), ["e1", "e3", "h2", "h0", "h1"]);
+    // The first hop is what the question names (Mara Quint's hyperedges and her document): it
+    // leads to the authority, whose facts h0 and h1 were retrieved already.
+    assert_eq!(ids(&kb, &c, &["Mara Quint"], OPEN), ["e1", "e3", "h0", "h1"]);
+    // With no entity matched, the retrieved hyperedges are the first hop.
+    assert_eq!(ids(&kb, &c, &["Nobody"], OPEN), ["h2", "h5", "h3", "h6", "h0", "h1"]);
     c.n_b = 0;
     assert_eq!(ids(&kb, &c, &["Velda Basin Authority"], OPEN), ["e0", "h0", "h1"]);
     c.n_b = 3;

@@ -236,6 +236,10 @@ fn bridges_reach_the_facts_of_a_neighbour_in_its_own_document() {
     let mut untitled = with_second_document(tiny_kb(), 0);
     untitled.by_title.clear();
     assert_eq!(ids(&untitled, &c, &["Velda Basin Authority"], OPEN), ["e0", "h2", "h5", "h3", "h0", "h1"]);
+    // A name the rules backend joined with "and" stands for its parts too.
+    let mut joined = with_second_document(tiny_kb(), 0);
+    joined.entities.norm_name = strings(&["velda basin authority", "mara quint and harlow", "harlow gauge", "mara quint"]);
+    assert_eq!(ids(&joined, &c, &["Velda Basin Authority"], OPEN), ["e0", "h2", "h5", "h3", "h6", "h0", "h1"]);
     // τ_EH applies to bridges too; the question's own entity is no bridge; the toggle and N_B = 0
     // switch the module off.
     let at = |t: f32| Thresholds { hyperedge: t, edge: t, chunk: t };

@@ -269,8 +269,8 @@ pub const MAX_BRIDGE_NODES: usize = 64;
 /// The entities those hyperedges name are the neighbours; each offers the hyperedges of its
 /// nodes (the same name in every document) and of the documents titled with its name. Those not
 /// in the first hop (nor retrieved already) are scored by cosine with the question, and the `n`
-/// best above `threshold` are retrieved. Numbers and dates are not followed, nor hub names (more than
-/// [`MAX_BRIDGE_NODES`] nodes).
+/// best above `threshold` are retrieved. Numbers and dates are not followed, nor hub names
+/// (more than [`MAX_BRIDGE_NODES`] nodes).
 fn bridges(kb: &Kb, query: &[f32], matched: &[u32], found: &[Hit], threshold: f32, n: usize) -> Vec<Hit> {
     let names = &kb.entities.norm_name;
     let own: BTreeSet<&str> = matched.iter().map(|&e| names.value(e as usize)).collect();

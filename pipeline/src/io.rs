@@ -143,7 +143,16 @@ pub fn part_row_count(path: &Path) -> Result<u64> {
 
 /// Reads a whole part file after checking its metadata and schema.
 pub fn read_part(path: &Path, table: Table) -> Result<Vec<RecordBatch>> {
-    let (builder, _) = open_checked(path, table)?;
+    read_rows(path, table, None)
+}
+
+/// The rows of one part file, all columns or only `columns`.
+fn read_rows(path: &Path, table: Table, columns: Option<&[&str]>) -> Result<Vec<RecordBatch>> {
+    let (mut builder, _) = open_checked(path, table)?;
+    if let Some(columns) = columns {
+        let mask = parquet::arrow::ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
+        builder = builder.with_projection(mask);
+    }
     let reader = builder.build().map_err(Error::parquet("reading rows", path))?;
     reader
         .collect::<std::result::Result<Vec<_>, _>>()
@@ -163,12 +172,7 @@ pub fn read_table(index: &Index, table: Table) -> Result<Vec<RecordBatch>> {
 pub fn read_columns(index: &Index, table: Table, columns: &[&str]) -> Result<Vec<RecordBatch>> {
     let mut batches = Vec::new();
     for part in index.parts(table)? {
-        let (builder, _) = open_checked(&part, table)?;
-        let mask = parquet::arrow::ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
-        let reader = builder.with_projection(mask).build().map_err(Error::parquet("reading rows", &part))?;
-        for batch in reader {
-            batches.push(batch.map_err(|e| Error::parquet("reading rows", &part)(e.into()))?);
-        }
+        batches.extend(read_rows(&part, table, Some(columns))?);
     }
     Ok(batches)
 }

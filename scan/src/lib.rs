@@ -149,7 +149,28 @@ pub fn top_k_batch(values: &[f32], dim: usize, queries: &[&[f32]], threshold: f3
 
 /// The cosine of `query` with the given rows.
 pub fn scores(values: &[f32], dim: usize, query: &[f32], rows: impl Iterator<Item = usize>) -> Vec<Hit> {
-    rows.map(|row| Hit { row, score: dot(&values[row * dim..(row + 1) * dim], query) }).collect()
+    Arch::new().dispatch(RowScores { values, dim, query, rows })
+}
+
+/// The rows of [`scores`], inside one dispatch (bridge retrieval scores thousands of rows).
+struct RowScores<'a, I> {
+    values: &'a [f32],
+    dim: usize,
+    query: &'a [f32],
+    rows: I,
+}
+
+impl<I: Iterator<Item = usize>> WithSimd for RowScores<'_, I> {
+    type Output = Vec<Hit>;
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, simd: S) -> Vec<Hit> {
+        let mut out = Vec::new();
+        for row in self.rows {
+            out.push(Hit { row, score: dot_with(simd, &self.values[row * self.dim..(row + 1) * self.dim], self.query) });
+        }
+        out
+    }
 }
 
 #[cfg(test)]

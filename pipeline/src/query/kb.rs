@@ -65,6 +65,11 @@ pub struct Hyperedges {
 }
 
 impl Hyperedges {
+    /// Sorts hyperedge rows by document, then by their order in it.
+    fn sort_in_reading_order(&self, rows: &mut [u32]) {
+        rows.sort_by_key(|&h| (self.doc_id.value(h as usize), self.item_idx.value(h as usize)));
+    }
+
     /// The located source span of a row.
     pub fn span(&self, row: usize) -> Option<Span> {
         (self.ref_start.is_valid(row) && self.ref_end.is_valid(row)).then(|| Span {
@@ -181,7 +186,7 @@ fn titled_hyperedges(index: &Index, hyperedges: &Hyperedges) -> Result<HashMap<S
         }
     }
     for rows in by_title.values_mut() {
-        rows.sort_by_key(|&h| (hyperedges.doc_id.value(h as usize), hyperedges.item_idx.value(h as usize)));
+        hyperedges.sort_in_reading_order(rows);
     }
     Ok(by_title)
 }
@@ -315,7 +320,7 @@ impl Kb {
             }
         }
         for list in &mut entity_hyperedges {
-            list.sort_by_key(|&h| (hyperedges.doc_id.value(h as usize), hyperedges.item_idx.value(h as usize)));
+            hyperedges.sort_in_reading_order(list);
         }
 
         let mut by_name: HashMap<String, Vec<u32>> = HashMap::new();

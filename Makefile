@@ -21,6 +21,10 @@ MAX_CONTEXT_TOKENS ?=
 EQUAL_BUDGET ?=
 LIMIT   ?=
 
+# MiniLM runs one single-threaded batch per core; candle's own pool for large element-wise
+# operations would add a busy thread beside them (BENCHMARKS.md: 91 → 101 sentences/s).
+export CANDLE_NUM_THREADS ?= 1
+
 # Evaluation targets index QA=<set> into data/indexes/<set> unless INDEX is given.
 QA_NAME  = $(notdir $(patsubst %/,%,$(QA)))
 QA_INDEX = $(if $(filter command line environment,$(origin INDEX)),$(INDEX),data/indexes/$(QA_NAME))

@@ -192,8 +192,10 @@ impl Embedder for MiniLm {
         // Batch by length so that little padding is computed.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].get_ids().len()));
-        // Few texts: smaller batches, so that every core gets a share.
-        let batch_size = self.batch_size.min(texts.len().div_ceil(self.lanes.len().max(1)).max(1));
+        // Few texts (a batch of questions): at least four batches per core, so that the cores
+        // finish together and each batch pads to a length close to its own (ultradomain-mix's
+        // 67 questions: 7.2 ms each against 10.2 ms with one batch per core; BENCHMARKS.md).
+        let batch_size = self.batch_size.min(texts.len().div_ceil(4 * self.lanes.len().max(1)).max(1));
         let batches = length_batches(&order, |i| encodings[i].get_ids().len(), batch_size);
         let run = |batch: &[usize]| {
             let ids: Vec<&[u32]> = batch.iter().map(|&i| encodings[i].get_ids()).collect();
@@ -204,7 +206,9 @@ impl Embedder for MiniLm {
             batches.iter().map(|b| run(b)).collect::<Result<_>>()?
         } else {
             // Several batches: one per core at a time, each single-threaded, which avoids
-            // candle's per-operation thread barriers (BENCHMARKS.md).
+            // candle's per-operation thread barriers (BENCHMARKS.md). Its pool for large
+            // element-wise operations still runs unless CANDLE_NUM_THREADS=1 (the Makefile
+            // sets it): beside these workers it is one busy thread too many.
             let next = std::sync::atomic::AtomicUsize::new(0);
             let done: Vec<Vec<BatchResult>> = std::thread::scope(|scope| {
                 let workers: Vec<_> = self

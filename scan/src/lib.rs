@@ -147,26 +147,30 @@ pub fn top_k_batch(values: &[f32], dim: usize, queries: &[&[f32]], threshold: f3
     (0..queries.len()).map(|q| keep_best(blocks.iter().flat_map(|b| b[q].iter().copied()).collect(), k)).collect()
 }
 
-/// The cosine of `query` with the given rows.
-pub fn scores(values: &[f32], dim: usize, query: &[f32], rows: impl Iterator<Item = usize>) -> Vec<Hit> {
+/// The cosine of `query` with the given rows, in their order. Not generic on purpose: generic
+/// code is compiled in the calling crate, which may be unoptimised (a generic version of this
+/// took 1.6 µs a row from the dev-profile query code instead of 0.03).
+pub fn scores(values: &[f32], dim: usize, query: &[f32], rows: &[u32]) -> Vec<Hit> {
     Arch::new().dispatch(RowScores { values, dim, query, rows })
 }
 
 /// The rows of [`scores`], inside one dispatch (bridge retrieval scores thousands of rows).
-struct RowScores<'a, I> {
+struct RowScores<'a> {
     values: &'a [f32],
     dim: usize,
     query: &'a [f32],
-    rows: I,
+    rows: &'a [u32],
 }
 
-impl<I: Iterator<Item = usize>> WithSimd for RowScores<'_, I> {
+impl WithSimd for RowScores<'_> {
     type Output = Vec<Hit>;
 
+    // A plain loop, like the block scan's.
     #[inline(always)]
     fn with_simd<S: Simd>(self, simd: S) -> Vec<Hit> {
-        let mut out = Vec::new();
-        for row in self.rows {
+        let mut out = Vec::with_capacity(self.rows.len());
+        for &row in self.rows {
+            let row = row as usize;
             out.push(Hit { row, score: dot_with(simd, &self.values[row * self.dim..(row + 1) * self.dim], self.query) });
         }
         out
@@ -205,7 +209,7 @@ mod tests {
         assert!(top_k(&v, 2, &q, 1.0, 10).is_empty());
         assert!(top_k(&v, 2, &q, -1.0, 0).is_empty());
         assert!(top_k(&[], 2, &q, -1.0, 5).is_empty());
-        assert_eq!(rows(scores(&v, 2, &q, [3, 1].into_iter())), vec![3, 1]);
+        assert_eq!(rows(scores(&v, 2, &q, &[3, 1])), vec![3, 1]);
         assert_eq!(top_k_batch(&v, 2, &[], -1.0, 3), Vec::<Vec<Hit>>::new());
         assert_eq!(top_k_batch(&[], 2, &[&q, &q], -1.0, 3), vec![Vec::new(), Vec::new()]);
     }

@@ -10,7 +10,7 @@
 //! question (a matched entity is ranked by the cosine of its name + summary; a cluster by its
 //! best retrieved member; an expanded HyperGraphRAG row by the row it was reached from).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use serde::Serialize;
 
@@ -228,7 +228,7 @@ fn flexstruct(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: Quer
         let mut rows: Vec<u32> = out.entity_matches.iter().flat_map(|m| m.rows.iter().copied()).collect();
         rows.sort_unstable();
         rows.dedup();
-        let scored = kb.entities.vectors.scores(query.vector, rows.iter().map(|&r| r as usize));
+        let scored = kb.entities.vectors.scores(query.vector, &rows);
         out.rows.extend(hits(Unit::Entity, sorted(scored)));
     }
     if modules.clusters {
@@ -272,31 +272,54 @@ pub const MAX_BRIDGE_NODES: usize = 64;
 /// best above `threshold` are retrieved. Numbers and dates are not followed, nor hub names
 /// (more than [`MAX_BRIDGE_NODES`] nodes).
 fn bridges(kb: &Kb, query: &[f32], matched: &[u32], found: &[Hit], threshold: f32, n: usize) -> Vec<Hit> {
+    // Sets as marks over the rows, not tree or hash sets: this runs per question, its lists
+    // run to thousands of hyperedges on long documents, and the dev profile leaves this crate
+    // unoptimised (sorting 3,000 ids there took 1.3 ms).
     let names = &kb.entities.norm_name;
-    let own: BTreeSet<&str> = matched.iter().map(|&e| names.value(e as usize)).collect();
-    let mut first_hop: BTreeSet<u32> = matched.iter().flat_map(|&e| kb.entity_hyperedges[e as usize].iter().copied()).collect();
-    first_hop.extend(own.iter().filter_map(|name| kb.by_title.get(*name)).flatten());
-    if matched.is_empty() {
-        first_hop.extend(found.iter().map(|h| h.row as u32));
-    }
-    // A name joined with `and` ("nicki minaj and american") also stands for its parts.
-    let neighbours: BTreeSet<&str> = first_hop
-        .iter()
-        .flat_map(|&h| kb.hyperedge_entities[h as usize].iter().map(|&e| names.value(e as usize)))
-        .flat_map(|name| std::iter::once(name).chain(name.contains(" and ").then(|| name.split(" and ")).into_iter().flatten()))
-        .filter(|name| !own.contains(name) && name.chars().any(char::is_alphabetic))
-        .collect();
-    let mut candidates: BTreeSet<u32> = BTreeSet::new();
-    for name in neighbours {
-        if let Some(nodes) = kb.by_name.get(name).filter(|nodes| nodes.len() <= MAX_BRIDGE_NODES) {
-            candidates.extend(nodes.iter().flat_map(|&e| kb.entity_hyperedges[e as usize].iter().copied()));
+    let mut own: Vec<&str> = matched.iter().map(|&e| names.value(e as usize)).collect();
+    own.sort_unstable();
+    own.dedup();
+    let mut seen = vec![false; kb.hyperedge_entities.len()];
+    let mut first_hop = Vec::new();
+    let mark = |seen: &mut [bool], rows: &mut Vec<u32>, h: u32| {
+        if !std::mem::replace(&mut seen[h as usize], true) {
+            rows.push(h);
         }
-        candidates.extend(kb.by_title.get(name).into_iter().flatten());
+    };
+    let titled = |name: &str| kb.by_title.get(name).into_iter().flatten().copied();
+    for h in matched.iter().flat_map(|&e| kb.entity_hyperedges[e as usize].iter().copied()).chain(own.iter().flat_map(|name| titled(name))) {
+        mark(&mut seen, &mut first_hop, h);
     }
-    let retrieved: BTreeSet<u32> = found.iter().map(|h| h.row as u32).collect();
-    let rows = candidates.into_iter().filter(|h| !first_hop.contains(h) && !retrieved.contains(h)).map(|h| h as usize);
-    let scored = kb.hyperedges.vectors.scores(query, rows).into_iter().filter(|h| h.score > threshold).collect();
-    flexstruct_scan::keep_best(scored, n)
+    if matched.is_empty() {
+        for h in found {
+            mark(&mut seen, &mut first_hop, h.row as u32);
+        }
+    }
+    // Retrieved already: not candidates either.
+    for h in found {
+        seen[h.row] = true;
+    }
+    let mut named = vec![false; kb.entity_hyperedges.len()];
+    let mut neighbours: Vec<&str> = first_hop
+        .iter()
+        .flat_map(|&h| kb.hyperedge_entities[h as usize].iter())
+        .filter(|&&e| !std::mem::replace(&mut named[e as usize], true))
+        .map(|&e| names.value(e as usize))
+        // A name joined with `and` ("nicki minaj and american") also stands for its parts.
+        .flat_map(|name| std::iter::once(name).chain(name.contains(" and ").then(|| name.split(" and ")).into_iter().flatten()))
+        .filter(|name| own.binary_search(name).is_err() && name.chars().any(char::is_alphabetic))
+        .collect();
+    neighbours.sort_unstable();
+    neighbours.dedup();
+    let mut candidates = Vec::new();
+    for name in neighbours {
+        let nodes = kb.by_name.get(name).filter(|nodes| nodes.len() <= MAX_BRIDGE_NODES).into_iter().flatten();
+        for h in nodes.flat_map(|&e| kb.entity_hyperedges[e as usize].iter().copied()).chain(titled(name)) {
+            mark(&mut seen, &mut candidates, h);
+        }
+    }
+    let scored = kb.hyperedges.vectors.scores(query, &candidates);
+    flexstruct_scan::keep_best(scored.into_iter().filter(|h| h.score > threshold).collect(), n)
 }
 
 /// HyperGraphRAG (seed 003): entities by embedding similarity of the question's entities (k_V),

@@ -44,7 +44,7 @@ impl Vectors {
     }
 
     /// The cosine of the query with the given rows.
-    pub fn scores(&self, query: &[f32], rows: impl Iterator<Item = usize>) -> Vec<Hit> {
+    pub fn scores(&self, query: &[f32], rows: &[u32]) -> Vec<Hit> {
         flexstruct_scan::scores(&self.values, self.dim, query, rows)
     }
 }

@@ -109,13 +109,15 @@ fn finish(r: &Retrieved, id: String, doc_id: &str, text: String, pieces: Vec<Pie
     Evidence { unit: r.unit, id, doc_id: doc_id.to_owned(), start, end, text, score: r.score, tokens: 0, spans, pieces }
 }
 
-/// The line of one piece of evidence in the context given to the generator.
+/// The line of one piece of evidence in the context given to the generator, with its line
+/// break. cl100k never joins a line break to the `[` that opens the next line, so the tokens of
+/// a context are exactly the sum of its lines' tokens (each line is counted once).
 pub fn line(number: usize, e: &Evidence) -> String {
     let span = match (e.start, e.end) {
         (Some(s), Some(t)) => format!(" {s}-{t}"),
         _ => String::new(),
     };
-    format!("[{number}] ({}; {}{span}) {}", e.unit.name(), e.doc_id, e.text.trim())
+    format!("[{number}] ({}; {}{span}) {}\n", e.unit.name(), e.doc_id, e.text.trim())
 }
 
 impl Context {
@@ -150,7 +152,7 @@ impl Context {
             if !seen_texts.insert(e.text.trim().to_owned()) || covered.covers(&e.spans) {
                 continue;
             }
-            e.tokens = counter.count(&line(kept.len() + 1, &e)) + 1;
+            e.tokens = counter.count(&line(kept.len() + 1, &e));
             if budget > 0 && used + e.tokens > budget {
                 // The piece that crosses the budget is cut to the room left, when that room is
                 // worth a piece (or when nothing was kept yet); everything ranked below it goes.
@@ -170,14 +172,13 @@ impl Context {
             covered.add(&e.spans);
             kept.push(e);
         }
-        let mut context = Context { evidence: kept, trimmed, tokens: 0 };
-        context.tokens = counter.count(&context.render());
-        context
+        let tokens = kept.iter().map(|e| e.tokens).sum();
+        Context { evidence: kept, trimmed, tokens }
     }
 
     /// The numbered evidence lines given to the generator.
     pub fn render(&self) -> String {
-        self.evidence.iter().enumerate().map(|(i, e)| line(i + 1, e)).collect::<Vec<_>>().join("\n")
+        self.evidence.iter().enumerate().map(|(i, e)| line(i + 1, e)).collect()
     }
 }
 
@@ -209,7 +210,7 @@ const MIN_CUT_TOKENS: usize = 48;
 
 /// Shortens the text of the `number`th piece of evidence until its line fits `budget` tokens.
 fn cut_to_fit(e: &mut Evidence, number: usize, budget: usize, counter: &TokenCounter) {
-    let overhead = counter.count(&line(number, &Evidence { text: String::new(), ..e.clone() })) + 1;
+    let overhead = counter.count(&line(number, &Evidence { text: String::new(), ..e.clone() }));
     let room = budget.saturating_sub(overhead);
     let lengths = counter.token_byte_lengths(&e.text);
     let bytes: usize = lengths.iter().take(room).sum();
@@ -218,8 +219,49 @@ fn cut_to_fit(e: &mut Evidence, number: usize, budget: usize, counter: &TokenCou
         cut -= 1;
     }
     e.text.truncate(cut);
-    e.tokens = counter.count(&line(number, e)) + 1;
+    e.tokens = counter.count(&line(number, e));
     while e.tokens > budget && e.text.pop().is_some() {
-        e.tokens = counter.count(&line(number, e)) + 1;
+        e.tokens = counter.count(&line(number, e));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn evidence(text: String, start: Option<i64>) -> Evidence {
+        Evidence {
+            unit: Unit::Chunk,
+            id: "d#0".into(),
+            doc_id: "d".into(),
+            start,
+            end: start.map(|s| s + 9),
+            text,
+            score: 0.5,
+            tokens: 0,
+            spans: Vec::new(),
+            pieces: Vec::new(),
+        }
+    }
+
+    proptest! {
+        /// The context's count is the sum of its lines' counts, whatever the lines end with
+        /// (letters, digits, punctuation, spaces, line breaks, other scripts).
+        #[test]
+        fn a_context_counts_as_the_sum_of_its_lines(
+            texts in prop::collection::vec("[a-zA-Z0-9 .,;:!?()\\[\\]'\"\n\r\t-]{0,40}|[éü東京🚀 .\n]{0,12}", 1..6),
+        ) {
+            let counter = TokenCounter::cl100k();
+            let evidence: Vec<Evidence> = texts
+                .into_iter()
+                .enumerate()
+                .map(|(i, t)| evidence(t, (i % 2 == 0).then_some(i as i64 * 10)))
+                .collect();
+            let sum: usize = evidence.iter().enumerate().map(|(i, e)| counter.count(&line(i + 1, e))).sum();
+            let context = Context { evidence, trimmed: 0, tokens: 0 };
+            prop_assert_eq!(sum, counter.count(&context.render()));
+        }
     }
 }

@@ -362,7 +362,7 @@ fn context_is_deduplicated_ranked_cited_and_trimmed() {
     // budget; with less room it is dropped.
     let long = Retrieved { unit: Unit::Chunk, row: 1, score: 0.5 };
     let with_chunk = [rows[2], long];
-    let first = Context::assemble(&kb, &rows[2..3], 0, &counter).tokens + 1;
+    let first = Context::assemble(&kb, &rows[2..3], 0, &counter).tokens;
     let chunk_tokens = Context::assemble(&kb, &[long], 0, &counter).tokens;
     assert!(chunk_tokens > 48, "{chunk_tokens}");
     let filled = Context::assemble(&kb, &with_chunk, first + 48, &counter);

@@ -2,7 +2,7 @@
 //! as an extractive answer — the evidence sentence that best supports the question, quoted
 //! verbatim with its exact source span.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::context::Context;
 use super::kb::Span;
@@ -100,7 +100,8 @@ struct Candidate {
     evidence: usize,
     text: String,
     span: Option<Span>,
-    words: HashSet<String>,
+    /// Ordered, so that the float sum of a score is the same in every run.
+    words: BTreeSet<String>,
 }
 
 fn candidates(context: &Context) -> Vec<Candidate> {

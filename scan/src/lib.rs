@@ -149,7 +149,7 @@ pub fn top_k_batch(values: &[f32], dim: usize, queries: &[&[f32]], threshold: f3
 
 /// The cosine of `query` with the given rows, in their order. Not generic on purpose: generic
 /// code is compiled in the calling crate, which may be unoptimised (a generic version of this
-/// took 1.6 µs a row from the dev-profile query code instead of 0.03).
+/// took about 0.6 µs a row from the dev-profile query code, against 0.03 µs).
 pub fn scores(values: &[f32], dim: usize, query: &[f32], rows: &[u32]) -> Vec<Hit> {
     Arch::new().dispatch(RowScores { values, dim, query, rows })
 }

@@ -27,6 +27,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use self::context::{Context, Evidence};
@@ -302,8 +303,9 @@ impl Engine {
     }
 
     /// Retrieval and context for every prepared question: the vector scans run once for the
-    /// batch, so each question is charged an equal share of them, of the batch's embedding, and
-    /// its own lookups and context assembly.
+    /// batch and the per-question lookups and context assembly on every core, so each question
+    /// is charged an equal share of the batch's embedding, scans and lookups, and its own
+    /// assembly time scaled to the assembly's wall time.
     /// Returns per question the context, the entity matches, the retrieval milliseconds and the
     /// part of them spent embedding.
     pub fn contexts(&self, prepared: &Prepared, config: &QueryConfig) -> Vec<(Context, Vec<EntityMatch>, f64, f64)> {
@@ -324,14 +326,21 @@ impl Engine {
             _ => prepared.embed_ms,
         };
         let shared_ms = started.elapsed().as_secs_f64() * 1000.0 / count + embed_ms;
-        retrievals
-            .into_iter()
+        // Contexts are assembled on every core; each question is charged its own assembly time
+        // scaled so that the batch's charges add up to the wall time of the whole assembly.
+        let started = Instant::now();
+        let assembled: Vec<(Context, Vec<EntityMatch>, f64)> = retrievals
+            .into_par_iter()
             .map(|retrieval| {
                 let started = Instant::now();
                 let context = Context::assemble(&self.kb, &retrieval.rows, config.max_context_tokens, &self.counter);
-                (context, retrieval.entity_matches, started.elapsed().as_secs_f64() * 1000.0 + shared_ms, embed_ms)
+                (context, retrieval.entity_matches, started.elapsed().as_secs_f64() * 1000.0)
             })
-            .collect()
+            .collect();
+        let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let own_ms: f64 = assembled.iter().map(|a| a.2).sum();
+        let scale = if own_ms > 0.0 { (wall_ms / own_ms).min(1.0) } else { 1.0 };
+        assembled.into_iter().map(|(context, matches, ms)| (context, matches, ms * scale + shared_ms, embed_ms)).collect()
     }
 
     /// Answers every prepared question under `config` (mode, toggles, breadths, budget).

@@ -12,6 +12,8 @@
 
 use std::collections::HashMap;
 
+use rayon::prelude::*;
+
 use serde::Serialize;
 
 use super::kb::Kb;
@@ -165,8 +167,9 @@ pub fn retrieve(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: Qu
 /// Runs the configured strategy for a batch of questions; each table is scanned once for all of
 /// them (see [`flexstruct_scan::top_k_batch`]).
 pub fn retrieve_batch(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, queries: &[QueryInput<'_>]) -> Vec<Retrieval> {
+    // Each question's lookups run on any core: a batch is spread like its scans.
     scan(kb, config, thresholds, queries)
-        .into_iter()
+        .into_par_iter()
         .zip(queries)
         .map(|(scanned, query)| match config.mode {
             Mode::None => Retrieval::default(),

@@ -194,8 +194,9 @@ impl Embedder for MiniLm {
         order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].get_ids().len()));
         // Few texts (a batch of questions): at least four batches per core, so that the cores
         // finish together and each batch pads to a length close to its own (ultradomain-mix's
-        // 67 questions: 7.2 ms each against 10.2 ms with one batch per core; BENCHMARKS.md).
-        let batch_size = self.batch_size.min(texts.len().div_ceil(4 * self.lanes.len().max(1)).max(1));
+        // 67 questions: 7.2 ms each against 10.2 ms with one batch per core; BENCHMARKS.md),
+        // but never fewer than MIN_BATCH texts in a batch.
+        let batch_size = self.batch_size.min(texts.len().div_ceil(4 * self.lanes.len().max(1)).max(MIN_BATCH));
         let batches = length_batches(&order, |i| encodings[i].get_ids().len(), batch_size);
         let run = |batch: &[usize]| {
             let ids: Vec<&[u32]> = batch.iter().map(|&i| encodings[i].get_ids()).collect();
@@ -248,6 +249,10 @@ impl Embedder for MiniLm {
         Ok(out)
     }
 }
+
+/// Fewest texts per batch when a few texts are cut into batches: single texts run far below
+/// the model's speed (60 against 97 sentences/s at batches of 8; BENCHMARKS.md).
+const MIN_BATCH: usize = 4;
 
 /// A batch's number and its vectors.
 type BatchResult = (usize, Result<Vec<Vec<f32>>>);

@@ -172,8 +172,8 @@ fn titled_hyperedges(index: &Index, hyperedges: &Hyperedges) -> Result<HashMap<S
     let mut title_of: HashMap<String, String> = HashMap::new();
     for batch in crate::io::read_columns(index, Table::Documents, &[col::DOC_ID, col::TITLE])? {
         let (doc, title) = (string_column(&batch, col::DOC_ID)?, string_column(&batch, col::TITLE)?);
-        for i in 0..batch.num_rows() {
-            let key = if title.is_null(i) { String::new() } else { normalize(title.value(i)) };
+        for i in (0..batch.num_rows()).filter(|&i| title.is_valid(i)) {
+            let key = normalize(title.value(i));
             if !key.is_empty() {
                 title_of.insert(doc.value(i).to_owned(), key);
             }

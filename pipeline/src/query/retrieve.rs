@@ -226,12 +226,14 @@ fn scan(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, queries: &[QueryI
 fn flexstruct(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: QueryInput<'_>, scanned: Scanned) -> Retrieval {
     let modules = Modules::of(config);
     let mut out = Retrieval::default();
+    // The matched entity rows, for entity retrieval and as the first hop of bridge retrieval.
+    let mut matched: Vec<u32> = Vec::new();
     if modules.entities {
         out.entity_matches = match_entities(kb, query.entities);
-        let mut rows: Vec<u32> = out.entity_matches.iter().flat_map(|m| m.rows.iter().copied()).collect();
-        rows.sort_unstable();
-        rows.dedup();
-        let scored = kb.entities.vectors.scores(query.vector, &rows);
+        matched = out.entity_matches.iter().flat_map(|m| m.rows.iter().copied()).collect();
+        matched.sort_unstable();
+        matched.dedup();
+        let scored = kb.entities.vectors.scores(query.vector, &matched);
         out.rows.extend(hits(Unit::Entity, sorted(scored)));
     }
     if modules.clusters {
@@ -246,7 +248,6 @@ fn flexstruct(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: Quer
         out.rows.extend(hits(Unit::Cluster, sorted(clusters)));
     }
     if modules.bridges {
-        let matched: Vec<u32> = out.entity_matches.iter().flat_map(|m| m.rows.iter().copied()).collect();
         out.rows.extend(hits(Unit::Hyperedge, bridges(kb, query.vector, &matched, &scanned.hyperedges, thresholds.hyperedge, config.n_b)));
     }
     if modules.hyperedges {

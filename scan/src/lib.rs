@@ -16,6 +16,9 @@
 //! ```
 #![warn(missing_docs)]
 
+mod gelu;
+pub use gelu::gelu;
+
 use pulp::{Arch, Simd, WithSimd};
 use rayon::prelude::*;
 

@@ -6,6 +6,7 @@
 //! exact input text, so a rerun embeds only units whose input changed or that have no vector
 //! for the current model.
 
+mod bert;
 pub mod model;
 
 use std::collections::{BTreeMap, HashMap};

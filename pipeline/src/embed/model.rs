@@ -3,10 +3,9 @@
 use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use tokenizers::{Tokenizer, TruncationParams};
 
+use super::bert::{BertConfig, BertEncoder};
 use crate::error::{Error, Result};
 use crate::index::sha256_hex;
 
@@ -89,7 +88,8 @@ impl Embedder for RemoteEmbedder {
 /// Name of the default model.
 pub const MINILM: &str = "all-MiniLM-L6-v2";
 
-fn candle_error(what: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
+/// Turns a candle error into ours, saying what was being done.
+pub(super) fn candle_error(what: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
     move |e| Error::Internal(format!("{what}: {e}"))
 }
 
@@ -97,7 +97,7 @@ fn candle_error(what: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
 /// padded to the longest input of each batch, mean pooling over the attention mask, L2
 /// normalisation.
 pub struct MiniLm {
-    model: BertModel,
+    model: BertEncoder,
     tokenizer: Tokenizer,
     device: Device,
     batch_size: usize,
@@ -131,15 +131,14 @@ impl MiniLm {
         let device = Device::Cpu;
         let weights = candle_core::safetensors::load(dir.join("model.safetensors"), &device)
             .map_err(candle_error("loading model.safetensors"))?;
-        let vb = VarBuilder::from_tensors(weights, DType::F32, &device);
-        let model = BertModel::load(vb, &config).map_err(candle_error("building the BERT model"))?;
+        let model = BertEncoder::new(&config, weights, &dir.join("model.safetensors").display().to_string())?;
         let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
             .map_err(|e| Error::Config(format!("{}: {e}", dir.join("tokenizer.json").display())))?;
         // The shipped tokenizer pads and truncates at 128; sentence-transformers truncates at
         // max_seq_length and pads per batch (done below).
         tokenizer.with_padding(None);
         tokenizer
-            .with_truncation(Some(TruncationParams { max_length: max_len, ..TruncationParams::default() }))
+            .with_truncation(Some(TruncationParams { max_length: max_len.min(model.max_len()), ..TruncationParams::default() }))
             .map_err(|e| Error::Config(format!("tokenizer truncation: {e}")))?;
         let lanes = (0..rayon::current_num_threads())
             .map(|_| rayon::ThreadPoolBuilder::new().num_threads(1).build())
@@ -163,8 +162,7 @@ impl MiniLm {
         let err = candle_error("running MiniLM");
         let input = Tensor::from_vec(input, shape, &self.device).map_err(&err)?;
         let mask = Tensor::from_vec(mask, shape, &self.device).map_err(&err)?;
-        let types = input.zeros_like().map_err(&err)?;
-        let hidden = self.model.forward(&input, &types, Some(&mask)).map_err(&err)?;
+        let hidden = self.model.forward(&input, &mask).map_err(&err)?;
         // Mean over real tokens, then L2 normalisation.
         let mask = mask.to_dtype(DType::F32).map_err(&err)?.unsqueeze(2).map_err(&err)?;
         let summed = hidden.broadcast_mul(&mask).map_err(&err)?.sum(1).map_err(&err)?;

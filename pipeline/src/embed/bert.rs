@@ -84,8 +84,11 @@ impl BertEncoder {
             )));
         }
         let (hidden, inner, heads) = (config.hidden_size, config.intermediate_size, config.num_attention_heads);
-        if heads == 0 || !hidden.is_multiple_of(heads) || config.type_vocab_size == 0 {
+        if heads == 0 || !hidden.is_multiple_of(heads) {
             return Err(Error::Config(format!("{source}: {hidden} hidden units do not split into {heads} heads")));
+        }
+        if config.type_vocab_size == 0 {
+            return Err(Error::Config(format!("{source}: type_vocab_size is 0; token type 0 needs an embedding")));
         }
         let mut take = |name: &str, shape: &[usize]| -> Result<Tensor> {
             let t = weights.remove(name).ok_or_else(|| Error::Config(format!("{source}: tensor `{name}` is missing")))?;

@@ -14,9 +14,9 @@
 use std::path::Path;
 
 use flexstruct_pipeline::config::Config;
-use flexstruct_pipeline::index::Index;
+use flexstruct_pipeline::io::Index;
 use flexstruct_pipeline::query::scan::{Vectors, dot};
-use flexstruct_pipeline::query::{Engine, read_questions};
+use flexstruct_pipeline::query::read_questions;
 
 /// Lowercase, punctuation to spaces, articles dropped, whitespace collapsed.
 fn normalise(s: &str) -> String {
@@ -46,7 +46,7 @@ fn main() {
         })
         .collect();
     let index = Index::open(index).expect("index");
-    let engine = Engine::open(&index, &config).expect("engine");
+    let engine = flexstruct_pipeline::compose::open_engine(&index, &config).expect("engine");
     let prepared = engine.prepare(read_questions(questions).unwrap()).unwrap();
     let kb = &engine.kb;
     let texts = |array: &arrow::array::StringArray| array.iter().map(|t| normalise(t.unwrap_or_default())).collect::<Vec<_>>();

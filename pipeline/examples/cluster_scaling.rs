@@ -6,9 +6,9 @@
 
 use std::time::Instant;
 
-use flexstruct_pipeline::cluster::{Point, cluster_document};
-use flexstruct_pipeline::config::ClusterConfig;
-use flexstruct_pipeline::embed::model::normalise;
+use flexstruct_pipeline::stages::cluster::{Point, cluster_document};
+use flexstruct_pipeline::stages::cluster::ClusterConfig;
+use flexstruct_pipeline::models::normalise;
 
 fn main() {
     let sizes: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();

@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use flexstruct_pipeline::embed::{Embedder, MiniLm};
+use flexstruct_pipeline::models::{Embedder, MiniLm};
 
 fn main() {
     let mut args = std::env::args().skip(1);

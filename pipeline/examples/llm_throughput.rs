@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use flexstruct_pipeline::config::LlmConfig;
+use flexstruct_pipeline::llm::LlmConfig;
 use flexstruct_pipeline::llm::{CallContext, LlmClient, Message};
 use flexstruct_testkit::{FakeLlm, Reply};
 

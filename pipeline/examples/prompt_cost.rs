@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 
 use arrow::array::Int32Array;
-use flexstruct_pipeline::extract::Window;
-use flexstruct_pipeline::index::Index;
-use flexstruct_pipeline::io::{read_table, string_column, typed};
+use flexstruct_pipeline::stages::extract::Window;
+use flexstruct_pipeline::io::Index;
+use flexstruct_pipeline::io::parquet::{read_table, string_column, typed};
 use flexstruct_pipeline::llm::prompts::items_messages;
-use flexstruct_pipeline::tokens::TokenCounter;
+use flexstruct_pipeline::core::tokens::TokenCounter;
 use flexstruct_schemas::{Table, col};
 
 fn main() {

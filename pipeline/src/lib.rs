@@ -6,14 +6,24 @@
 //!        ──graph──▶ edges ──embed──▶ embeddings ──cluster──▶ clusters ──merge──▶ kb/* ──query──▶ answers
 //! ```
 //!
-//! Every table is a folder of Parquet part files in an index folder ([`index`]); per-document
-//! stages work bucket by bucket ([`stage`]) so that reruns skip what is up to date and shards
-//! never write the same file. Stages present so far: [`ingest`], [`chunk`], [`extract`],
-//! [`hypergraph`], [`graph`], [`embed`], [`cluster`], [`merge`], [`query`]; [`sql`] queries an index
-//! read-only.
+//! The crate is layered; a module imports only the layers below it (a test holds the rule):
+//!
+//! ```text
+//!  compose · config · eval            the composition root, the whole configuration, evaluation
+//!  stages/{ingest … merge} · query    one folder per stage; the query stage over kb/
+//!  llm · models · rules               LLM client and prompts, embedding models, rules heuristics
+//!  io                                 index folder, Parquet parts, log tables, SQL
+//!  core                               errors, ids, text, names, units, tokens, model ids, backends
+//! ```
+//!
+//! Every table is a folder of Parquet part files in an index folder ([`io::index`]);
+//! per-document stages work bucket by bucket ([`stages::driver`]) so that reruns skip what is
+//! up to date and shards never write the same file. Capabilities that can be the rules or an LLM
+//! are traits with both backends; [`compose`] picks them from the configuration.
 //!
 //! ```
-//! use flexstruct_pipeline::{chunk, tokens::TokenCounter};
+//! use flexstruct_pipeline::core::tokens::TokenCounter;
+//! use flexstruct_pipeline::stages::chunk;
 //! let params = chunk::ChunkParams { ct_min: 3, ct_max: 8 };
 //! let text = "First paragraph, rather short.\n\nSecond paragraph, also short.";
 //! let chunks = chunk::partition(text, params, &TokenCounter::cl100k());
@@ -22,25 +32,15 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod chunk;
-pub mod cluster;
+pub mod compose;
 pub mod config;
-pub mod embed;
-pub mod error;
+pub mod core;
 pub mod eval;
-pub mod extract;
-pub mod failures;
-pub mod graph;
-pub mod hypergraph;
-pub mod index;
-pub mod ingest;
 pub mod io;
 pub mod llm;
-pub mod merge;
+pub mod models;
 pub mod query;
-pub mod sql;
-pub mod stage;
-pub mod text;
-pub mod tokens;
+pub mod rules;
+pub mod stages;
 
-pub use error::{Error, Result};
+pub use crate::core::{Error, Result};

@@ -17,15 +17,18 @@ use std::sync::{Arc, LazyLock};
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
-/// Version of the table layout. Bumped whenever a column is added, removed or retyped; a file
-/// written with another version is refused with a message that says to rebuild the index.
+/// Version of a table layout that has not changed since the first one. Each table has its own
+/// version ([`Table::schema_version`]), bumped whenever one of its columns is added, removed or
+/// retyped, so that a layout change of one table leaves the files of the others readable: a
+/// stage rewrites its own outputs of an older version, and refuses older inputs with an error
+/// that names the table.
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// Parquet key-value metadata keys written into every part file.
 pub mod meta {
     /// The table a part file belongs to.
     pub const TABLE: &str = "flexstruct.table";
-    /// [`crate::SCHEMA_VERSION`] at write time.
+    /// [`crate::Table::schema_version`] at write time.
     pub const SCHEMA_VERSION: &str = "flexstruct.schema_version";
     /// Fingerprint of everything the part was computed from (inputs, stage version, config).
     pub const FINGERPRINT: &str = "flexstruct.fingerprint";
@@ -52,6 +55,7 @@ pub mod col {
     pub const REF_END: &str = "ref_end";
     pub const ENTITIES: &str = "entities";
     pub const EXTRACTOR: &str = "extractor";
+    pub const BACKEND: &str = "backend";
 
     pub const HYPEREDGE_ID: &str = "hyperedge_id";
     pub const ENTITY_ID: &str = "entity_id";
@@ -217,6 +221,15 @@ impl Table {
         self.dir().starts_with("kb/")
     }
 
+    /// Version of the table's layout, written into every part file and checked on read.
+    /// Version 2 of hyperedges, entities, edges and their kb tables added the `backend` column.
+    pub fn schema_version(self) -> u32 {
+        match self {
+            Table::Hyperedges | Table::Entities | Table::Edges | Table::KbHyperedges | Table::KbEntities | Table::KbEdges => 2,
+            _ => SCHEMA_VERSION,
+        }
+    }
+
     /// The table's Arrow schema, built once.
     pub fn schema(self) -> SchemaRef {
         SCHEMAS[&self].clone()
@@ -278,6 +291,7 @@ fn fields(table: Table) -> Vec<Field> {
             utf8(REF_TEXT),
             i64_null(REF_START),
             i64_null(REF_END),
+            utf8(BACKEND),
         ]
     };
     let entity_fields = || {
@@ -289,6 +303,7 @@ fn fields(table: Table) -> Vec<Field> {
             utf8(SUMMARY),
             i32_(HYPERDEGREE),
             utf8_list(ALIASES),
+            utf8(BACKEND),
         ]
     };
     let edge_fields = || {
@@ -299,6 +314,7 @@ fn fields(table: Table) -> Vec<Field> {
             utf8(TARGET_ID),
             utf8(TEXT),
             utf8_null(HYPEREDGE_ID),
+            utf8(BACKEND),
         ]
     };
     let cluster_fields = || vec![utf8(CLUSTER_ID), utf8(DOC_ID), utf8(TEXT)];
@@ -534,10 +550,7 @@ pub enum SchemaError {
         found: DataType,
     },
     /// Written by another version of the table layout.
-    #[error(
-        "table {table}, {location}: written with schema version {found}, this build reads version \
-         {expected}; rebuild the index (delete the table folder and rerun its stage)"
-    )]
+    #[error("table {table}, {location}: written with schema version {found}, this build reads version {expected}")]
     Version {
         /// Table being checked.
         table: Table,
@@ -632,12 +645,12 @@ pub fn check_metadata(
         }
     }
     match metadata.get(meta::SCHEMA_VERSION) {
-        Some(v) if v.parse::<u32>() == Ok(SCHEMA_VERSION) => Ok(()),
+        Some(v) if v.parse::<u32>() == Ok(table.schema_version()) => Ok(()),
         found => Err(SchemaError::Version {
             table,
             location: location.to_owned(),
             found: found.cloned().unwrap_or_else(|| "none".to_owned()),
-            expected: SCHEMA_VERSION,
+            expected: table.schema_version(),
         }),
     }
 }
@@ -646,7 +659,7 @@ pub fn check_metadata(
 pub fn part_metadata(table: Table, fingerprint: &str) -> Vec<(String, String)> {
     vec![
         (meta::TABLE.to_owned(), table.dir().to_owned()),
-        (meta::SCHEMA_VERSION.to_owned(), SCHEMA_VERSION.to_string()),
+        (meta::SCHEMA_VERSION.to_owned(), table.schema_version().to_string()),
         (meta::FINGERPRINT.to_owned(), fingerprint.to_owned()),
     ]
 }

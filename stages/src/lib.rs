@@ -1,5 +1,6 @@
-//! Glue shared by the stage binaries: common flags, the progress bar, the run summary and
-//! exit codes. All logic lives in `flexstruct-pipeline`.
+//! Glue shared by the stage binaries: common flags, the progress bar, the run summary, exit
+//! codes, and the hints that say what to do about an error (the library says what is wrong;
+//! only the binaries know the Makefile). All logic lives in `flexstruct-pipeline`.
 //!
 //! Exit codes of every stage binary:
 //! - `0`: done, nothing failed;
@@ -15,9 +16,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use flexstruct_pipeline::config::Config;
-use flexstruct_pipeline::index::{Index, Shard};
-use flexstruct_pipeline::stage::{Progress, RunContext, StageMetrics, record_run};
+use flexstruct_pipeline::core::{Error, IndexProblem, threads};
+use flexstruct_pipeline::io::{Index, Shard, StageMetrics, record_run};
+use flexstruct_pipeline::stages::{Progress, RunContext};
+use flexstruct_schemas::SchemaError;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
 
 /// Flags every stage binary takes; each has an environment twin.
 #[derive(Debug, Clone, clap::Args)]
@@ -35,6 +39,25 @@ pub struct CommonArgs {
     /// No progress bar and no summary (failures and errors are still reported).
     #[arg(long, short, env = "FLEXSTRUCT_QUIET")]
     pub quiet: bool,
+    /// How many threads the run uses.
+    #[command(flatten)]
+    pub threads: ThreadsArg,
+}
+
+/// The `--threads` flag every binary takes.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct ThreadsArg {
+    /// Threads for parallel work (0 or unset: every core, or RAYON_NUM_THREADS).
+    #[arg(long, env = "FLEXSTRUCT_THREADS", value_name = "N")]
+    pub threads: Option<usize>,
+}
+
+impl ThreadsArg {
+    /// Sizes the process's thread pools.
+    pub fn init(self) -> anyhow::Result<()> {
+        threads::init(self.threads)?;
+        Ok(())
+    }
 }
 
 /// Flags of a stage that reads and writes only index tables (every stage but ingest).
@@ -48,10 +71,10 @@ pub struct TableStageArgs {
 
 /// The whole `main` of a table-to-table stage binary: parse the common flags (the help shows
 /// `about`), run the stage, map the outcome to the exit code.
-pub fn table_stage_main(
+pub fn table_stage_main<D: Serialize>(
     name: &str,
     about: &'static str,
-    body: impl FnOnce(&RunContext<'_>) -> flexstruct_pipeline::Result<StageMetrics>,
+    body: impl FnOnce(&RunContext<'_>, &Config) -> flexstruct_pipeline::Result<StageMetrics<D>>,
 ) -> ExitCode {
     use clap::{CommandFactory, FromArgMatches};
     let matches = TableStageArgs::command().bin_name(format!("flexstruct-{name}")).about(about).get_matches();
@@ -77,9 +100,44 @@ pub fn exit(result: anyhow::Result<Outcome>) -> ExitCode {
         Ok(Outcome::Partial) => ExitCode::from(1),
         Err(e) => {
             eprintln!("error: {e:#}");
+            if let Some(hint) = hint(&e) {
+                eprintln!("hint: {hint}");
+            }
             ExitCode::from(2)
         }
     }
+}
+
+/// What to do about an error, where the binaries know better than the library (which make
+/// target builds what is missing).
+pub fn hint(error: &anyhow::Error) -> Option<String> {
+    for cause in error.chain() {
+        if let Some(e) = cause.downcast_ref::<Error>() {
+            let hint = match e {
+                Error::Index { problem, .. } => match problem {
+                    IndexProblem::NotAnIndex(_) => "create it by running the ingest stage first (`make ingest CORPUS=… INDEX=…`)",
+                    IndexProblem::Damaged(_) => "index.json was written by this program; restore it or build the index anew",
+                    IndexProblem::BucketsFixed { .. } => "use a new index folder for another bucket count",
+                    IndexProblem::NoKb => "build it with `make index` (or run `make merge` after the other stages)",
+                    IndexProblem::IncompleteKb { .. } => "re-run `make merge`",
+                    IndexProblem::MissingVectors { .. } => {
+                        "run `make embed merge` with that model, or query with the model the index was embedded with"
+                    }
+                    IndexProblem::ModelMismatch { .. } => {
+                        "query with the index's model (embed.model), or re-run `make embed merge` with the configured one"
+                    }
+                },
+                Error::ModelMissing { .. } => "run `make model` to fetch and verify all-MiniLM-L6-v2",
+                Error::Schema(SchemaError::Version { .. }) => {
+                    "the table was written by another version of flexstruct: rerun the stage that writes it (make <stage>)"
+                }
+                Error::StageFailed { .. } => "rerun to retry the failed units; `SELECT * FROM failures` lists them",
+                _ => continue,
+            };
+            return Some(hint.to_owned());
+        }
+    }
+    None
 }
 
 /// An indicatif progress bar on stderr (drawn only on a terminal, and not with `--quiet`), with
@@ -147,28 +205,29 @@ pub fn open(args: &CommonArgs, create: bool) -> anyhow::Result<(Config, Index)> 
 
 /// Runs a stage body with a progress bar, records the run in the manifest, reports failures and
 /// the summary on stderr, and returns the outcome.
-pub fn run_stage(
+pub fn run_stage<D: Serialize>(
     name: &str,
     args: &CommonArgs,
     create_index: bool,
-    body: impl FnOnce(&RunContext<'_>) -> flexstruct_pipeline::Result<StageMetrics>,
+    body: impl FnOnce(&RunContext<'_>, &Config) -> flexstruct_pipeline::Result<StageMetrics<D>>,
 ) -> anyhow::Result<Outcome> {
+    args.threads.init()?;
     let (config, index) = open(args, create_index)?;
     let prices = config.llm.as_ref().map_or((0.0, 0.0), |l| (l.price_prompt_per_mtok, l.price_completion_per_mtok));
     let bar = Bar::new(name, args.quiet, prices);
-    let ctx = RunContext { index, config, shard: args.shard, progress: &bar };
-    let metrics = body(&ctx);
+    let ctx = RunContext { index, shard: args.shard, progress: &bar };
+    let metrics = body(&ctx, &config);
     bar.finish();
     let metrics = metrics?;
-    record_run(&ctx.index, &metrics, &ctx.config)?;
-    report(&metrics, args.quiet);
+    record_run(&ctx.index, &metrics, &config)?;
+    report(&metrics, args.quiet)?;
     Ok(if metrics.units_failed > 0 { Outcome::Partial } else { Outcome::Ok })
 }
 
 /// Most failures listed on stderr; the rest are in the `failures` table.
 const MAX_FAILURES_SHOWN: usize = 20;
 
-fn report(m: &StageMetrics, quiet: bool) {
+fn report<D: Serialize>(m: &StageMetrics<D>, quiet: bool) -> anyhow::Result<()> {
     for f in m.failures.iter().take(MAX_FAILURES_SHOWN) {
         eprintln!("{}: failed: {f}", m.stage);
     }
@@ -180,14 +239,17 @@ fn report(m: &StageMetrics, quiet: bool) {
         );
     }
     if quiet {
-        return;
+        return Ok(());
     }
     let shard = if m.shard == "0/1" { String::new() } else { format!(" [shard {}]", m.shard) };
     eprintln!(
         "{}{shard}: {} in → {} rows out; {} done, {} up to date, {} failed, {} removed; {:.2} s",
         m.stage, m.rows_in, m.rows_out, m.units_done, m.units_skipped, m.units_failed, m.units_removed, m.seconds
     );
-    for (k, v) in &m.details {
-        eprintln!("{}:   {k}: {v}", m.stage);
+    if let serde_json::Value::Object(details) = serde_json::to_value(&m.details)? {
+        for (k, v) in &details {
+            eprintln!("{}:   {k}: {v}", m.stage);
+        }
     }
+    Ok(())
 }

@@ -3,9 +3,9 @@
 //! from the cache; seconds are those of fresh answers), next to each stage's wall time from the
 //! `manifest`.
 
-use crate::error::{Error, Result};
-use crate::index::Index;
-use crate::sql::{IndexSql, OutputFormat, format_batches};
+use crate::core::{Error, Result};
+use crate::io::Index;
+use crate::io::sql::{IndexSql, OutputFormat, format_batches};
 
 /// The SQL of the cost table.
 pub fn cost_sql() -> String {
@@ -32,7 +32,7 @@ pub fn cost_table(index: &Index, format: OutputFormat) -> Result<String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| Error::Internal(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| Error::Runtime { what: "the async runtime", source: Box::new(e) })?;
     runtime.block_on(async {
         let sql = IndexSql::open(index).await?;
         let results = sql.run(&cost_sql()).await?;

@@ -1,30 +1,65 @@
 //! GE, HyperGraphRAG's generation evaluation: an LLM judge scores an answer 0–10 on seven
 //! dimensions against the reference answer; each dimension counts (s/10 + F1)/2 and GE is their
-//! mean. Only with a configured LLM; a question whose grading fails gets no GE (never a guess).
+//! mean. The judge is a capability like the others ([`Judge`]): [`LlmJudge`] grades with our
+//! judge prompt; the rules backend, [`NoJudge`], grades nothing, because GE is never estimated
+//! without an LLM. A question whose grading fails gets no GE (never a guess).
+
+use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::error::Result;
-use crate::llm::client::{CallContext, Message};
-use crate::llm::runner::Runner;
-use crate::query::Answer;
-
-use super::QaQuestion;
+use crate::compose::Backends;
+use crate::core::backend::{BackendId, Capability};
+use crate::io::CallRecord;
+use crate::llm::prompts::{Prompt, judge_messages};
+use crate::llm::{CallContext, Runner};
 
 /// The seven dimensions, in report order.
 pub const DIMENSIONS: [&str; 7] =
     ["comprehensiveness", "knowledgeability", "correctness", "relevance", "diversity", "logical_coherence", "factuality"];
 
-/// Instructions of the judge.
-const JUDGE_INSTRUCTIONS: &str = "\
-You grade an ANSWER to a QUESTION, with the REFERENCE answer as the standard of what is true and \
-complete. Give an integer from 0 (worst) to 10 (best) for each of: comprehensiveness (covers \
-what the question asks), knowledgeability (shows command of the subject), correctness (agrees \
-with the reference), relevance (stays on the question), diversity (brings in the different \
-aspects that matter), logical_coherence (hangs together), factuality (states nothing false). \
-An empty answer scores 0 everywhere. Answer with JSON only: {\"comprehensiveness\": 0, \
-\"knowledgeability\": 0, \"correctness\": 0, \"relevance\": 0, \"diversity\": 0, \
-\"logical_coherence\": 0, \"factuality\": 0}";
+/// One answer to grade.
+#[derive(Debug, Clone, Copy)]
+pub struct GradeRequest<'a> {
+    /// The question.
+    pub question: &'a str,
+    /// The gold answers.
+    pub references: &'a [String],
+    /// The answer given.
+    pub answer: &'a str,
+}
+
+/// Grades answers on the seven dimensions.
+pub trait Judge: Sync {
+    /// Who grades (the report says it).
+    fn identity(&self) -> BackendId;
+    /// Whether this judge grades at all (the rules' judge does not: GE is not measured).
+    fn measures(&self) -> bool;
+    /// The seven scores (0–10) of every answer, `None` where there are none.
+    fn grade(&self, requests: &[GradeRequest<'_>]) -> Vec<Option<[f64; 7]>>;
+    /// The calls made since the last time (for `llm_calls`).
+    fn take_calls(&self) -> Vec<CallRecord> {
+        Vec::new()
+    }
+}
+
+/// The rules' judge: no grades, so GE stays "not measured".
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoJudge;
+
+impl Judge for NoJudge {
+    fn identity(&self) -> BackendId {
+        BackendId::RULES
+    }
+
+    fn measures(&self) -> bool {
+        false
+    }
+
+    fn grade(&self, requests: &[GradeRequest<'_>]) -> Vec<Option<[f64; 7]>> {
+        vec![None; requests.len()]
+    }
+}
 
 #[derive(Debug, Deserialize)]
 struct Grades {
@@ -37,31 +72,32 @@ struct Grades {
     factuality: f64,
 }
 
-/// The judge: the LLM of the engine's configuration.
-#[derive(Debug)]
-pub struct Judge<'a> {
-    runner: &'a Runner,
+/// The LLM judge.
+#[derive(Debug, Clone)]
+pub struct LlmJudge {
+    runner: Arc<Runner>,
 }
 
-impl<'a> Judge<'a> {
-    /// A judge over a runner.
-    pub fn new(runner: &'a Runner) -> Judge<'a> {
-        Judge { runner }
+impl LlmJudge {
+    /// A judge over `runner`.
+    pub fn new(runner: Arc<Runner>) -> LlmJudge {
+        LlmJudge { runner }
+    }
+}
+
+impl Judge for LlmJudge {
+    fn identity(&self) -> BackendId {
+        self.runner.identity(Prompt::Judge.version())
     }
 
-    /// The seven scores (0–10) of every answer, `None` where the judge gave no usable grades.
-    pub fn grade(&self, qa: &[QaQuestion], answers: &[Answer]) -> Result<Vec<Option<[f64; 7]>>> {
+    fn measures(&self) -> bool {
+        true
+    }
+
+    fn grade(&self, requests: &[GradeRequest<'_>]) -> Vec<Option<[f64; 7]>> {
         let context = CallContext { stage: "eval".into(), doc_id: None, purpose: "judge".into() };
-        let asks = qa
-            .iter()
-            .zip(answers)
-            .map(|(q, a)| {
-                let user = format!("QUESTION: {}\n\nREFERENCE: {}\n\nANSWER: {}", q.question, q.answers.join(" | "), a.answer);
-                (context.clone(), vec![Message::system(JUDGE_INSTRUCTIONS), Message::user(user)])
-            })
-            .collect();
-        Ok(self
-            .runner
+        let asks = requests.iter().map(|r| (context.clone(), judge_messages(r.question, r.references, r.answer))).collect();
+        self.runner
             .ask_all::<Grades>(asks)
             .into_iter()
             .map(|g| {
@@ -70,7 +106,19 @@ impl<'a> Judge<'a> {
                         .map(|s| s.clamp(0.0, 10.0))
                 })
             })
-            .collect())
+            .collect()
+    }
+
+    fn take_calls(&self) -> Vec<CallRecord> {
+        self.runner.drain_all_calls()
+    }
+}
+
+/// The judge `backends.judge` chooses.
+pub fn judge_for(backends: &Backends) -> Box<dyn Judge> {
+    match backends.llm(Capability::Judge) {
+        Some(runner) => Box::new(LlmJudge::new(runner)),
+        None => Box::new(NoJudge),
     }
 }
 

@@ -5,6 +5,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::core::words::is_stop_word;
+
 /// SQuAD/HotpotQA answer normalisation.
 pub fn normalize_answer(s: &str) -> String {
     let lower = s.to_lowercase();
@@ -47,18 +49,9 @@ pub fn f1(prediction: &str, golds: &[String]) -> f64 {
     golds.iter().map(|g| f1_one(prediction, g)).fold(0.0, f64::max)
 }
 
-/// Words that carry no content for token recall.
-const STOP_WORDS: &[&str] = &[
-    "of", "in", "on", "at", "by", "for", "from", "with", "to", "and", "or", "but", "is", "are", "was", "were", "be",
-    "been", "being", "it", "its", "this", "that", "these", "those", "as", "into", "which", "who", "whom", "whose",
-    "what", "when", "where", "why", "how", "has", "have", "had", "do", "does", "did", "he", "she", "they", "them",
-    "his", "her", "their", "there", "than", "then", "so", "such", "also", "not", "no", "can", "could", "would",
-    "should", "will", "may", "might", "must", "about", "s",
-];
-
 /// The content words of a text (normalised tokens without stop words).
 pub fn content_words(s: &str) -> Vec<String> {
-    normalize_answer(s).split_whitespace().filter(|w| !STOP_WORDS.contains(w)).map(str::to_owned).collect()
+    normalize_answer(s).split_whitespace().filter(|w| !is_stop_word(w)).map(str::to_owned).collect()
 }
 
 /// A context prepared once for the recall measures.

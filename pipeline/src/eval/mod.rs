@@ -7,7 +7,9 @@
 //! evidence recall and document recall of the context; context tokens; retrieval and generation
 //! latency. Per variant: means (rates ×100), latency percentiles, and the same by question type.
 //! [`report`] writes `results.jsonl`, `results.parquet`, `summary.json`, `report.md` and plots;
-//! [`runs`] holds the ablation rows and sweeps, [`cost`] the construction/generation cost table.
+//! [`runs`] holds the ablation rows and sweep parameters, [`suite`] the comparisons, ablations
+//! and sweeps that the evaluation binary runs (equal budgets and sibling indexes included),
+//! [`cost`] the construction/generation cost table.
 
 pub mod cost;
 pub mod judge;
@@ -15,16 +17,17 @@ pub mod metrics;
 pub mod plot;
 pub mod report;
 pub mod runs;
+pub mod suite;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use self::judge::{GradeRequest, Judge};
 use self::metrics::{ContextText, doc_recall, exact_match, f1, mean, percentile};
-use crate::config::QueryConfig;
-use crate::error::{Error, Result};
-use crate::query::{Engine, Prepared, Question};
+use crate::core::{Error, Result};
+use crate::query::{Engine, Prepared, Question, QueryConfig, read_question_records};
 
 /// One question of an evaluation set (`questions.jsonl` of `../qa/<set>/`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -50,14 +53,15 @@ pub struct QaQuestion {
 /// Reads a question set; a bad line is an error naming the file and line (the checks of
 /// [`crate::query::read_question_records`], then the set's own fields).
 pub fn read_qa(path: &Path) -> Result<Vec<QaQuestion>> {
-    let records = crate::query::read_question_records(path)?;
+    let records = read_question_records(path)?;
     if records.is_empty() {
-        return Err(Error::Input(format!("{}: no questions", path.display())));
+        return Err(Error::input(path.display().to_string(), "no questions"));
     }
     records
         .into_iter()
         .map(|(q, value)| {
-            serde_json::from_value(value).map_err(|e| Error::Input(format!("{}: question `{}`: {e}", path.display(), q.id)))
+            serde_json::from_value(value)
+                .map_err(|source| Error::InputJson { location: format!("{}: question `{}`", path.display(), q.id), source })
         })
         .collect()
 }
@@ -117,12 +121,14 @@ pub fn prepare(engine: &Engine, qa: &[QaQuestion]) -> Result<Prepared> {
 }
 
 /// Answers and scores every question under one variant.
-pub fn evaluate(engine: &Engine, prepared: &Prepared, qa: &[QaQuestion], variant: &Variant, judge: Option<&judge::Judge>) -> Result<Vec<Row>> {
+pub fn evaluate(engine: &Engine, prepared: &Prepared, qa: &[QaQuestion], variant: &Variant, judge: &dyn Judge) -> Result<Vec<Row>> {
     let answers = engine.answer(prepared, &variant.config)?;
-    let ge = match judge {
-        Some(j) => j.grade(qa, &answers)?.into_iter().map(Some).collect(),
-        None => vec![None; answers.len()],
-    };
+    let requests: Vec<GradeRequest<'_>> = qa
+        .iter()
+        .zip(&answers)
+        .map(|(q, a)| GradeRequest { question: &q.question, references: &q.answers, answer: &a.answer })
+        .collect();
+    let ge = judge.grade(&requests);
     Ok(qa
         .iter()
         .zip(&answers)
@@ -142,7 +148,7 @@ pub fn evaluate(engine: &Engine, prepared: &Prepared, qa: &[QaQuestion], variant
                 answer: a.answer.clone(),
                 em: exact_match(&a.answer, &q.answers),
                 f1,
-                ge: ge.flatten().map(|scores| judge::ge(&scores, f1)),
+                ge: ge.map(|scores| judge::ge(&scores, f1)),
                 answer_recall: context.contains_answer(&q.answers),
                 answer_token_recall: context.answer_token_recall(&q.answers),
                 evidence_recall: context.evidence_recall(&q.evidence),

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use super::plot;
 use super::{Row, Stats};
-use crate::error::{Error, Result};
-use crate::io::write_file_atomic;
+use crate::core::{Error, Result};
+use crate::io::parquet::{write_file_atomic, write_rows_parquet};
 
 /// What a report is about, for its header.
 #[derive(Debug, Clone, Default)]
@@ -59,7 +59,7 @@ pub fn write(out: &Path, header: &Header, rows: &[Row], summary: &[(String, Stat
         jsonl.push('\n');
     }
     write_file_atomic(&out.join("results.jsonl"), jsonl.as_bytes())?;
-    crate::io::write_rows_parquet(&out.join("results.parquet"), flexstruct_schemas::eval_results_schema(), rows)?;
+    write_rows_parquet(&out.join("results.parquet"), flexstruct_schemas::eval_results_schema(), rows)?;
     let mut json = serde_json::Map::new();
     for (name, st) in summary {
         json.insert(name.clone(), serde_json::to_value(st)?);

@@ -1,15 +1,12 @@
-//! The runs of the evaluation binary: the paper's ablation rows (Table 2) as query-time
-//! variants of one index, sensitivity sweeps (Figure 3) of query-time breadths, and sibling
-//! indexes for the settings that change construction (w/o SW, τ_s, τ_e), rebuilt from the
-//! first affected stage with everything upstream shared.
-
-use std::path::Path;
+//! What the evaluation varies: the paper's ablation rows (Table 2) as query-time variants of
+//! one index, and the parameters of sensitivity sweeps (Figure 3) — query-time breadths, or
+//! construction settings (τ_s, τ_e) that need a sibling index rebuilt from the stage they
+//! affect.
 
 use super::Variant;
 use crate::config::{Config, QueryConfig};
-use crate::error::{Error, Result};
-use crate::index::{Index, Shard};
-use crate::stage::{NoProgress, RunContext, StageMetrics, record_run};
+use crate::core::{Error, Result};
+use crate::stages::Stage;
 
 /// The module toggles of the paper's ablation table, on top of `base` (whose mode should be
 /// hybrid): the full system, then each removal and the combined removals.
@@ -62,7 +59,7 @@ impl Parameter {
             "tau_s" => Ok(Parameter::TauS),
             "tau_e" => Ok(Parameter::TauE),
             "n_b" => Ok(Parameter::NB),
-            other => Err(Error::Config(format!("unknown sweep parameter `{other}` (n_eh, n_e, tau_s, tau_e, n_b)"))),
+            other => Err(Error::config("--param", format!("unknown sweep parameter `{other}` (n_eh, n_e, tau_s, tau_e, n_b)"))),
         }
     }
 
@@ -90,7 +87,16 @@ impl Parameter {
 
     /// Whether a new value needs a rebuilt index.
     pub fn rebuilds(self) -> bool {
-        matches!(self, Parameter::TauS | Parameter::TauE)
+        self.first_stage().is_some()
+    }
+
+    /// The first construction stage a new value changes (None: a query-time parameter).
+    pub fn first_stage(self) -> Option<Stage> {
+        match self {
+            Parameter::TauS => Some(Stage::Hypergraph),
+            Parameter::TauE => Some(Stage::Graph),
+            Parameter::NEh | Parameter::NE | Parameter::NB => None,
+        }
     }
 
     /// The configuration with this parameter set to `value`.
@@ -124,56 +130,6 @@ impl Parameter {
     }
 }
 
-/// Makes `to` a copy of the index at `from` (hard links where possible: every stage replaces
-/// files by renaming, never writes into them, so linked files are never changed in place).
-pub fn copy_index(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to).map_err(Error::io("creating the sibling index", to))?;
-    for entry in std::fs::read_dir(from).map_err(Error::io("listing the index", from))? {
-        let path = entry.map_err(Error::io("listing the index", from))?.path();
-        let target = to.join(path.file_name().unwrap_or_default());
-        if path.is_dir() {
-            copy_index(&path, &target)?;
-        } else if !target.exists() && std::fs::hard_link(&path, &target).is_err() {
-            std::fs::copy(&path, &target).map_err(Error::io("copying into the sibling index", &target))?;
-        }
-    }
-    Ok(())
-}
-
-/// The construction stages, in order, from the first one a setting affects.
-pub fn rebuild_from(first: &str) -> Result<&'static [&'static str]> {
-    const ORDER: [&str; 6] = ["extract", "hypergraph", "graph", "embed", "cluster", "merge"];
-    let i = ORDER.iter().position(|s| *s == first).ok_or_else(|| Error::Internal(format!("no stage {first}")))?;
-    Ok(&ORDER[i..])
-}
-
-/// Brings a sibling index up to date under `config`, running the construction stages from
-/// `first` on (each skips what its fingerprints say is current, and embed reuses every vector
-/// whose input text did not change). Returns the stage runs.
-pub fn rebuild(index: &Index, config: &Config, first: &str) -> Result<Vec<StageMetrics>> {
-    let ctx = RunContext { index: index.clone(), config: config.clone(), shard: Shard::ALL, progress: &NoProgress };
-    let mut runs = Vec::new();
-    for stage in rebuild_from(first)? {
-        let metrics = match *stage {
-            "extract" => crate::extract::run(&ctx)?,
-            "hypergraph" => crate::hypergraph::run(&ctx)?,
-            "graph" => crate::graph::run(&ctx)?,
-            "embed" => crate::embed::run(&ctx)?,
-            "cluster" => crate::cluster::run(&ctx)?,
-            _ => crate::merge::run(&ctx)?,
-        };
-        record_run(index, &metrics, config)?;
-        if metrics.units_failed > 0 {
-            return Err(Error::Index {
-                path: index.root().to_path_buf(),
-                message: format!("{} failed for {} units (see its failures table); rerun to retry them", metrics.stage, metrics.units_failed),
-            });
-        }
-        runs.push(metrics);
-    }
-    Ok(runs)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,25 +161,11 @@ mod tests {
         assert_eq!(Parameter::parse("n_e").unwrap().apply(&c, 8).query.n_e, 8);
         assert!(Parameter::parse("alpha").unwrap_err().to_string().contains("n_eh, n_e, tau_s, tau_e, n_b"));
         assert!(Parameter::TauE.rebuilds() && !Parameter::NEh.rebuilds());
-        assert_eq!(rebuild_from("graph").unwrap(), &["graph", "embed", "cluster", "merge"]);
+        assert_eq!(Parameter::TauE.first_stage().unwrap().and_after(), &[Stage::Graph, Stage::Embed, Stage::Cluster, Stage::Merge]);
         let v = Parameter::TauS.variants(&QueryConfig::default());
         assert_eq!(crate::query::variant(&v[1].config), "hybrid w/o HR+SSC+ER+BR");
         assert_eq!(Parameter::NB.apply(&c, 0).query.n_b, 0);
         assert_eq!(crate::query::variant(&Parameter::NB.apply(&c, 0).query), "hybrid w/o BR");
         assert_eq!(Parameter::NB.variants(&QueryConfig::default()).len(), 1);
-    }
-
-    #[test]
-    fn sibling_indexes_share_files_without_sharing_changes() {
-        let dir = tempfile::tempdir().unwrap();
-        let a = dir.path().join("a");
-        std::fs::create_dir_all(a.join("t")).unwrap();
-        std::fs::write(a.join("t/part-0000.parquet"), b"one").unwrap();
-        let b = dir.path().join("b");
-        copy_index(&a, &b).unwrap();
-        assert_eq!(std::fs::read(b.join("t/part-0000.parquet")).unwrap(), b"one");
-        // A stage replaces a file by renaming a new one over it: the original stays.
-        crate::io::write_file_atomic(&b.join("t/part-0000.parquet"), b"two").unwrap();
-        assert_eq!(std::fs::read(a.join("t/part-0000.parquet")).unwrap(), b"one");
     }
 }

@@ -1,5 +1,6 @@
 //! The response cache: one small JSON file per answered request under `<index>/llm_cache/`,
-//! written atomically (temporary file and rename, so a killed run never leaves a half entry), keyed by the SHA-256 of (model, full prompt, sampling parameters). Shared
+//! written atomically (temporary file and rename, so a killed run never leaves a half entry),
+//! keyed by the SHA-256 of (model, full prompt, sampling parameters). Shared
 //! by every stage of an index, so a rerun or a resumed crashed run asks nothing twice. The API
 //! key is never part of the key or the entry.
 
@@ -7,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
-use crate::io::write_file_atomic_unsynced;
+use crate::core::{Error, Result};
+use crate::io::parquet::{remove_part, write_file_atomic_unsynced};
 
 /// Folder of the cache inside an index.
 pub const CACHE_DIR: &str = "llm_cache";
@@ -53,7 +54,7 @@ impl ResponseCache {
 
     /// Removes an entry (a missing one is not an error).
     pub fn remove(&self, key: &str) -> Result<()> {
-        crate::io::remove_part(&self.path(key))
+        remove_part(&self.path(key))
     }
 
     /// Stores an answer.

@@ -11,11 +11,12 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use super::cache::{CachedAnswer, ResponseCache};
+use super::config::LlmConfig;
 use super::limiter::RateLimiter;
-use crate::config::LlmConfig;
-use crate::error::Result;
-use crate::index::sha256_hex;
-use crate::tokens::TokenCounter;
+use crate::core::ids::sha256_hex;
+use crate::core::tokens::TokenCounter;
+use crate::core::{Error, Result};
+use crate::io::CallRecord;
 
 /// One chat message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,34 +51,6 @@ pub struct CallContext {
     pub doc_id: Option<String>,
     /// `items`, `summary`, `relations`, `query_entities`, `repair`, …
     pub purpose: String,
-}
-
-/// A row of `llm_calls`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CallRecord {
-    /// Stage.
-    pub stage: String,
-    /// Document.
-    pub doc_id: Option<String>,
-    /// Purpose.
-    pub purpose: String,
-    /// Model.
-    pub model: String,
-    /// SHA-256 of (model, prompt, sampling parameters): the same for the first call and every
-    /// cache hit of a request, so costs can be counted once per request.
-    pub request_id: String,
-    /// Prompt tokens (of the original call for a cache hit).
-    pub prompt_tokens: u64,
-    /// Completion tokens.
-    pub completion_tokens: u64,
-    /// Whether the counts are cl100k estimates (no `usage` in the answer).
-    pub tokens_estimated: bool,
-    /// Milliseconds this attempt took (0 for a cache hit).
-    pub latency_ms: u64,
-    /// Answered from the cache.
-    pub cached: bool,
-    /// `ok`, `http_<status>`, `timeout`, `connection`, `bad_response`.
-    pub status: String,
 }
 
 /// Why a call failed for good.
@@ -149,7 +122,7 @@ impl LlmClient {
             .timeout(Duration::from_secs(config.timeout_secs))
             .pool_max_idle_per_host(config.max_concurrency)
             .build()
-            .map_err(|e| crate::Error::Config(format!("cannot set up the HTTP client: {e}")))?;
+            .map_err(|e| Error::Runtime { what: "the HTTP client", source: Box::new(e) })?;
         let api_key = api_key.filter(|k| !k.is_empty());
         Ok(LlmClient {
             http,
@@ -166,6 +139,16 @@ impl LlmClient {
     /// The model name.
     pub fn model(&self) -> &str {
         &self.config.model
+    }
+
+    /// The endpoint's settings.
+    pub fn config(&self) -> &LlmConfig {
+        &self.config
+    }
+
+    /// The service, as errors name it: model and endpoint.
+    pub fn service(&self) -> String {
+        format!("{} at {}", self.config.model, self.config.base_url)
     }
 
     /// The cache key of a request: model, full prompt and sampling parameters (never the key).

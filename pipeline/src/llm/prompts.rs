@@ -1,13 +1,18 @@
 //! Our prompts, and asking for JSON with one repair round. Every prompt puts the instructions
 //! first and the variable text last, so that consecutive requests share the longest possible
 //! prefix (servers with prefix caching reuse it).
+//!
+//! Each prompt has a version ([`Prompt::version`]): a hash of its instructions and framing,
+//! rendered with placeholder text. It is part of the identity of the backend that uses it, so
+//! editing a prompt reruns exactly the stages whose outputs it writes.
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::client::{CallContext, LlmClient, Message};
 use super::parse::parse_json;
-use crate::failures::{FailureKind, UnitError};
+use crate::core::ids::sha256_hex;
+use crate::io::{FailureKind, UnitError};
 
 /// Instructions for item extraction.
 const ITEMS_INSTRUCTIONS: &str = "\
@@ -63,6 +68,17 @@ Answer the question from your own knowledge. Begin with the direct answer (just 
 number, date or short phrase when the question asks for one), then add what the question needs \
 beyond that in a few sentences.";
 
+/// Instructions of the GE judge.
+const JUDGE_INSTRUCTIONS: &str = "\
+You grade an ANSWER to a QUESTION, with the REFERENCE answer as the standard of what is true and \
+complete. Give an integer from 0 (worst) to 10 (best) for each of: comprehensiveness (covers \
+what the question asks), knowledgeability (shows command of the subject), correctness (agrees \
+with the reference), relevance (stays on the question), diversity (brings in the different \
+aspects that matter), logical_coherence (hangs together), factuality (states nothing false). \
+An empty answer scores 0 everywhere. Answer with JSON only: {\"comprehensiveness\": 0, \
+\"knowledgeability\": 0, \"correctness\": 0, \"relevance\": 0, \"diversity\": 0, \
+\"logical_coherence\": 0, \"factuality\": 0}";
+
 /// The repair request after an unparseable answer.
 fn repair_request(error: &str) -> String {
     format!(
@@ -115,6 +131,57 @@ pub fn answer_messages(question: &str, evidence: Option<&str>) -> Vec<Message> {
             Message::user(format!("QUESTION: {question}\n\nEVIDENCE:\n{evidence}")),
         ],
         None => vec![Message::system(CLOSED_BOOK_INSTRUCTIONS), Message::user(format!("QUESTION: {question}"))],
+    }
+}
+
+/// Messages of a GE grading request.
+pub fn judge_messages(question: &str, references: &[String], answer: &str) -> Vec<Message> {
+    let user = format!("QUESTION: {question}\n\nREFERENCE: {}\n\nANSWER: {answer}", references.join(" | "));
+    vec![Message::system(JUDGE_INSTRUCTIONS), Message::user(user)]
+}
+
+/// Our prompts, by what they ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prompt {
+    /// Items of a chunk.
+    Items,
+    /// An entity summary.
+    Summary,
+    /// Relations around an anchor.
+    Relations,
+    /// The entities of a question.
+    QueryEntities,
+    /// An answer (from evidence, and without retrieval).
+    Answer,
+    /// GE grades.
+    Judge,
+}
+
+impl Prompt {
+    /// The prompt's version: 12 hex digits of the SHA-256 of its messages rendered with
+    /// placeholder text, so any change of wording or framing gives a new version.
+    pub fn version(self) -> String {
+        let messages: Vec<Message> = match self {
+            Prompt::Items => items_messages(&["{window}"], "{target}"),
+            Prompt::Summary => summary_messages("{entity}", &["{fact}"]),
+            Prompt::Relations => relations_messages("{anchor}", &[("{statement}", "{span}")], &["{other}"]),
+            Prompt::QueryEntities => query_entities_messages("{question}"),
+            Prompt::Answer => {
+                let mut m = answer_messages("{question}", Some("{evidence}"));
+                m.extend(answer_messages("{question}", None));
+                m
+            }
+            Prompt::Judge => judge_messages("{question}", &["{reference}".to_owned()], "{answer}"),
+        };
+        let mut text = String::new();
+        for m in &messages {
+            text.push_str(&m.role);
+            text.push('\u{0}');
+            text.push_str(&m.content);
+            text.push('\u{0}');
+        }
+        text.push_str(&repair_request("{error}"));
+        sha256_hex(text.as_bytes())[..12].to_owned()
     }
 }
 
@@ -212,6 +279,15 @@ mod tests {
         let b = items_messages(&["c1", "c2", "c3"], "c4");
         assert_eq!(a[0], b[0]);
         assert!(b[1].content.starts_with("CONTEXT (preceding passages, for reference only):\n<<<\nc1\n\nc2"));
+    }
+
+    #[test]
+    fn prompt_versions_differ_and_are_stable() {
+        let all = [Prompt::Items, Prompt::Summary, Prompt::Relations, Prompt::QueryEntities, Prompt::Answer, Prompt::Judge];
+        let versions: std::collections::HashSet<String> = all.iter().map(|p| p.version()).collect();
+        assert_eq!(versions.len(), all.len());
+        assert_eq!(Prompt::Items.version(), Prompt::Items.version());
+        assert_eq!(Prompt::Items.version().len(), 12);
     }
 
     #[test]

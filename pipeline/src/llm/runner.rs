@@ -1,16 +1,18 @@
-//! Running many LLM requests of a bucket concurrently from the (synchronous, rayon-driven)
-//! stages: a client plus its own async runtime.
+//! Running many LLM requests concurrently from the (synchronous, rayon-driven) stages: a client
+//! plus its own async runtime. One runner is shared by every LLM backend of a process, so that
+//! they share the endpoint's concurrency and rate limits.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 
-use super::client::{CallContext, CallRecord, LlmClient, Message};
+use super::client::{CallContext, LlmClient, Message};
+use super::config::LlmConfig;
 use super::prompts::ask_json;
-use crate::config::Config;
-use crate::error::{Error, Result};
-use crate::failures::UnitError;
+use crate::core::backend::BackendId;
+use crate::core::{Result, threads};
+use crate::io::{CallRecord, UnitError};
 
 /// A client and the runtime its requests run on.
 #[derive(Debug)]
@@ -20,27 +22,32 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// A runner over `client`.
+    /// A runner over `client`, its runtime sized like every pool of the process.
     pub fn new(client: Arc<LlmClient>) -> Result<Runner> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| Error::Internal(format!("cannot start the async runtime: {e}")))?;
-        Ok(Runner { client, runtime })
+        Ok(Runner { client, runtime: threads::runtime()? })
     }
 
-    /// The runner a stage should use: Some when the configuration selects the LLM.
-    pub fn for_config(config: &Config, index_root: &std::path::Path) -> Result<Option<Runner>> {
-        match (&config.llm, config.uses_llm()) {
-            (Some(llm), true) => Ok(Some(Runner::new(Arc::new(LlmClient::new(llm, index_root)?))?)),
-            _ => Ok(None),
-        }
+    /// A runner for the endpoint of `config`, caching in the index at `index_root`.
+    pub fn connect(config: &LlmConfig, index_root: &std::path::Path) -> Result<Runner> {
+        Runner::new(Arc::new(LlmClient::new(config, index_root)?))
     }
 
     /// The client.
     pub fn client(&self) -> &LlmClient {
         &self.client
+    }
+
+    /// The identity of a backend that asks this endpoint with a prompt of version
+    /// `prompt_version` (see [`super::prompts`]).
+    pub fn identity(&self, prompt_version: String) -> BackendId {
+        let config = self.client.config();
+        BackendId::Llm {
+            model: config.model.clone(),
+            base_url: config.base_url.clone(),
+            prompt_version,
+            temperature: config.temperature,
+            max_tokens: config.max_tokens,
+        }
     }
 
     /// Asks every request for JSON of shape `T`, all at once (the client bounds concurrency),
@@ -60,5 +67,10 @@ impl Runner {
     /// Takes the recorded calls of the given documents (sorted doc ids).
     pub fn drain_calls(&self, sorted_doc_ids: &[String]) -> Vec<CallRecord> {
         self.client.drain_calls(|d| d.is_some_and(|d| sorted_doc_ids.binary_search_by(|x| x.as_str().cmp(d)).is_ok()))
+    }
+
+    /// Takes every recorded call.
+    pub fn drain_all_calls(&self) -> Vec<CallRecord> {
+        self.client.drain_calls(|_| true)
     }
 }

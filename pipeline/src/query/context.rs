@@ -8,7 +8,8 @@ use serde::Serialize;
 
 use super::kb::{Kb, Span};
 use super::retrieve::{Retrieved, Unit};
-use crate::tokens::TokenCounter;
+use crate::core::ids::chunk_id;
+use crate::core::tokens::TokenCounter;
 
 /// Most source spans cited for one entity: its summary is built from the first τ_s (default 9)
 /// incident hyperedges in extraction order, so those are the spans it rests on.
@@ -92,7 +93,7 @@ fn evidence(kb: &Kb, r: &Retrieved) -> Evidence {
             let c = &kb.chunks;
             let doc = c.doc_id.value(row);
             let span = Span { doc_id: doc.to_owned(), start: c.char_start.value(row), end: c.char_end.value(row) };
-            let id = crate::embed::chunk_id(doc, c.chunk_idx.value(row));
+            let id = chunk_id(doc, c.chunk_idx.value(row));
             return finish(r, id, doc, c.text.value(row).to_owned(), vec![piece(c.text.value(row), Some(span))]);
         }
     };

@@ -1,13 +1,116 @@
-//! Answers from a context: through the LLM (our answer prompt, citations as `[n]`), or offline
-//! as an extractive answer — the evidence sentence that best supports the question, quoted
-//! verbatim with its exact source span.
+//! The answers capability: answers from a context. Backends: [`LlmAnswerer`] (our answer
+//! prompt, citations as `[n]`) and [`ExtractiveAnswerer`], the rules' answer — the evidence
+//! sentence that best supports the question, quoted verbatim with its exact source span.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
 
+use super::STAGE;
 use super::context::Context;
 use super::kb::Span;
-use crate::extract::entities::{MentionKind, looks_like_person, mentions};
-use crate::text::sentences;
+use crate::core::backend::BackendId;
+use crate::core::text::sentences;
+use crate::core::words::is_question_stop_word;
+use crate::io::CallRecord;
+use crate::llm::prompts::{Prompt, answer_messages};
+use crate::llm::{CallContext, Runner};
+use crate::rules::mentions::MONTHS;
+use crate::rules::{MentionKind, looks_like_person, mentions};
+
+/// One question's answer as a backend gives it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Answered {
+    /// The answer and what it rests on.
+    pub generated: Generated,
+    /// `llm`, `extractive`, `none` (nothing to answer from), or `failed` (see `error`).
+    pub generator: &'static str,
+    /// Milliseconds spent producing it.
+    pub ms: f64,
+    /// Why the answer is missing, when the backend failed for this question.
+    pub error: Option<String>,
+}
+
+/// Answers questions from their contexts.
+pub trait Answerer: Sync {
+    /// Who answers (reported with the answers' evaluation).
+    fn identity(&self) -> BackendId;
+    /// The answer to each question from its context, in order; `closed_book` gives the
+    /// questions without their evidence (the no-retrieval peer).
+    fn answer_all(&self, questions: &[&str], contexts: &[&Context], closed_book: bool) -> Vec<Answered>;
+    /// The calls made since the last time (for `llm_calls`).
+    fn take_calls(&self) -> Vec<CallRecord> {
+        Vec::new()
+    }
+}
+
+/// The rules' answers: extractive.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExtractiveAnswerer;
+
+impl Answerer for ExtractiveAnswerer {
+    fn identity(&self) -> BackendId {
+        BackendId::RULES
+    }
+
+    fn answer_all(&self, questions: &[&str], contexts: &[&Context], _closed_book: bool) -> Vec<Answered> {
+        questions
+            .iter()
+            .zip(contexts)
+            .map(|(q, context)| {
+                let started = Instant::now();
+                let generated = extractive(q, context);
+                let generator = if generated.answer.is_empty() { "none" } else { "extractive" };
+                Answered { generated, generator, ms: started.elapsed().as_secs_f64() * 1000.0, error: None }
+            })
+            .collect()
+    }
+}
+
+/// Answers by an LLM.
+#[derive(Debug, Clone)]
+pub struct LlmAnswerer {
+    runner: Arc<Runner>,
+}
+
+impl LlmAnswerer {
+    /// A backend over `runner`.
+    pub fn new(runner: Arc<Runner>) -> Self {
+        LlmAnswerer { runner }
+    }
+}
+
+impl Answerer for LlmAnswerer {
+    fn identity(&self) -> BackendId {
+        self.runner.identity(Prompt::Answer.version())
+    }
+
+    fn answer_all(&self, questions: &[&str], contexts: &[&Context], closed_book: bool) -> Vec<Answered> {
+        let client = self.runner.client();
+        let asks = questions.iter().zip(contexts).map(|(q, context)| async move {
+            let started = Instant::now();
+            let evidence = (!closed_book).then(|| context.render());
+            let call = CallContext { stage: STAGE.into(), doc_id: None, purpose: "answer".into() };
+            let answer = client.chat(&call, &answer_messages(q, evidence.as_deref())).await;
+            (answer, started.elapsed().as_secs_f64() * 1000.0)
+        });
+        let answers = self.runner.block_on(futures::future::join_all(asks));
+        answers
+            .into_iter()
+            .zip(contexts)
+            .map(|((answer, ms), context)| match answer {
+                Ok(answer) => Answered { generated: from_llm(answer, context), generator: "llm", ms, error: None },
+                // One failed question does not stop the batch; a rerun asks it again (answered
+                // ones come from the cache).
+                Err(e) => Answered { generated: Generated::default(), generator: "failed", ms, error: Some(e.to_string()) },
+            })
+            .collect()
+    }
+
+    fn take_calls(&self) -> Vec<CallRecord> {
+        self.runner.drain_all_calls()
+    }
+}
 
 /// An answer and what it rests on.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -20,23 +123,12 @@ pub struct Generated {
     pub citations: Vec<Span>,
 }
 
-/// Words that carry no content for matching a question to a sentence.
-const STOP_WORDS: &[&str] = &[
-    "a", "an", "the", "of", "in", "on", "at", "by", "for", "from", "with", "to", "and", "or", "but", "is", "are",
-    "was", "were", "be", "been", "being", "do", "does", "did", "has", "have", "had", "what", "which", "who",
-    "whom", "whose", "when", "where", "why", "how", "that", "this", "these", "those", "it", "its", "as", "into",
-    "about", "than", "then", "there", "their", "they", "them", "he", "she", "his", "her", "can", "could",
-    "would", "should", "will", "shall", "may", "might", "must", "not", "no", "any", "all", "some", "more",
-    "most", "other", "such", "also", "if", "so", "between", "both", "each", "same", "describe", "explain",
-    "discuss", "according", "role", "first", "s",
-];
-
 /// Lowercased content words of a text.
 pub fn content_words(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(str::to_lowercase)
-        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
+        .filter(|w| !is_question_stop_word(w))
         .collect()
 }
 
@@ -50,11 +142,6 @@ enum AnswerType {
     /// `who`, `whom`, `whose`.
     Person,
 }
-
-const MONTHS: &[&str] = &[
-    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-    "november", "december",
-];
 
 /// Weight of a sentence holding the kind of thing the question asks for, in units of one rare
 /// shared word.

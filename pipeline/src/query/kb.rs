@@ -10,10 +10,10 @@ use flexstruct_schemas::{Table, col};
 use rayon::prelude::*;
 
 use super::scan::Vectors;
-use crate::error::{Error, Result};
-use crate::extract::entities::normalize;
-use crate::index::Index;
-use crate::io::{read_table, string_column, typed};
+use crate::core::names::normalize;
+use crate::core::{Error, IndexProblem, Result};
+use crate::io::Index;
+use crate::io::parquet::{read_columns, read_table, string_column, typed};
 
 /// A code-point span of a document (end-exclusive).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -170,7 +170,7 @@ const TABLES: [Table; 8] = [
 /// The hyperedges of each titled document, by normalised title.
 fn titled_hyperedges(index: &Index, hyperedges: &Hyperedges) -> Result<HashMap<String, Vec<u32>>> {
     let mut title_of: HashMap<String, String> = HashMap::new();
-    for batch in crate::io::read_columns(index, Table::Documents, &[col::DOC_ID, col::TITLE])? {
+    for batch in read_columns(index, Table::Documents, &[col::DOC_ID, col::TITLE])? {
         let (doc, title) = (string_column(&batch, col::DOC_ID)?, string_column(&batch, col::TITLE)?);
         for i in (0..batch.num_rows()).filter(|&i| title.is_valid(i)) {
             let key = normalize(title.value(i));
@@ -201,22 +201,17 @@ fn one_batch(table: Table, batches: Vec<RecordBatch>) -> Result<RecordBatch> {
 /// The vectors of a table with an embedding column, after checking that every row has one of
 /// `model`.
 fn vectors(index: &Index, table: Table, batch: &RecordBatch, model: &str) -> Result<Vectors> {
-    let incomplete = |message: String| Error::Index { path: index.root().to_path_buf(), message };
     let models = string_column(batch, col::MODEL)?;
     let list = typed::<FixedSizeListArray>(batch, col::EMBEDDING)?;
     let missing = (0..batch.num_rows()).filter(|&i| list.is_null(i) || models.is_null(i)).count();
     if missing > 0 {
-        return Err(incomplete(format!(
-            "{missing} of {} rows of {table} have no vector for embedding model `{model}`; run `make embed merge` \
-             with that model (or query with the model the index was embedded with)",
-            batch.num_rows()
-        )));
+        let problem =
+            IndexProblem::MissingVectors { table: table.to_string(), missing, rows: batch.num_rows(), model: model.to_owned() };
+        return Err(Error::index(index.root(), problem));
     }
     if let Some(other) = models.iter().flatten().find(|m| *m != model) {
-        return Err(incomplete(format!(
-            "{table} holds vectors of embedding model `{other}`, but the query is configured for `{model}` \
-             (embed.model); query with the index's model or re-run `make embed merge` with `{model}`"
-        )));
+        let problem = IndexProblem::ModelMismatch { table: table.to_string(), found: other.to_owned(), configured: model.to_owned() };
+        return Err(Error::index(index.root(), problem));
     }
     let values = list.values().as_primitive::<Float32Type>().values().clone();
     Ok(Vectors::new(list.value_length() as usize, values))
@@ -232,17 +227,11 @@ impl Kb {
     pub fn load(index: &Index, model: &str) -> Result<Kb> {
         let missing: Vec<Table> = TABLES.iter().copied().filter(|t| !index.table_dir(*t).join("part-0000.parquet").is_file()).collect();
         if missing.len() == TABLES.len() {
-            return Err(Error::Index {
-                path: index.root().to_path_buf(),
-                message: "has no merged knowledge base (kb/); build it with `make index` (or run `make merge` after the other stages)".into(),
-            });
+            return Err(Error::index(index.root(), IndexProblem::NoKb));
         }
         if !missing.is_empty() {
-            let names: Vec<&str> = missing.iter().map(|t| t.dir()).collect();
-            return Err(Error::Index {
-                path: index.root().to_path_buf(),
-                message: format!("the knowledge base is incomplete ({} missing); re-run `make merge`", names.join(", ")),
-            });
+            let missing = missing.iter().map(|t| t.dir().to_owned()).collect();
+            return Err(Error::index(index.root(), IndexProblem::IncompleteKb { missing }));
         }
         let batches: Vec<RecordBatch> = TABLES
             .par_iter()

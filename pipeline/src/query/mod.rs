@@ -12,8 +12,15 @@
 //!                           └─ peers: chunks | none | hypergraphrag
 //!          ──▶ context (ranked, deduplicated, cited, token budget) ──▶ LLM answer | extractive answer
 //! ```
+//!
+//! Two capabilities can be the rules or an LLM, each behind a trait: the question's entities
+//! ([`entities::QueryEntities`]) and the answer ([`generate::Answerer`]); the engine is given
+//! its backends ([`crate::compose::engine`] picks them from the configuration). The query
+//! stage reads only the merged tables and `documents` (titles), never another stage's code.
 
+pub mod config;
 pub mod context;
+pub mod entities;
 pub mod generate;
 pub mod kb;
 pub mod retrieve;
@@ -24,25 +31,24 @@ mod tests;
 use std::collections::HashSet;
 use std::io::BufRead;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
 use serde::Serialize;
 
+pub use self::config::{Mode, QueryConfig, Thresholds};
 use self::context::{Context, Evidence};
-use self::generate::Generated;
+pub use self::entities::{LlmQueryEntities, QueryEntities, RulesQueryEntities, rules_query_entities};
+pub use self::generate::{Answerer, ExtractiveAnswerer, LlmAnswerer};
 use self::kb::{Kb, Span};
 use self::retrieve::{EntityMatch, Modules, QueryInput};
-use crate::config::{Config, Mode, QueryConfig};
-use crate::embed::Embedder;
-use crate::error::{Error, Result};
-use crate::extract::entities::mentions;
-use crate::index::Index;
-use crate::llm::client::{CallContext, LlmClient};
-use crate::llm::prompts::{QueryEntitiesAnswer, answer_messages, query_entities_messages};
-use crate::llm::runner::Runner;
-use crate::tokens::TokenCounter;
+use crate::core::backend::BackendId;
+use crate::core::tokens::TokenCounter;
+use crate::core::{Error, Result};
+use crate::io::Index;
+use crate::io::calls::append_calls;
+use crate::io::parquet::{write_file_atomic, write_rows_parquet};
+use crate::models::Embedder;
 
 /// Stage name (in `llm_calls`).
 pub const STAGE: &str = "query";
@@ -142,63 +148,28 @@ pub fn read_question_records(path: &Path) -> Result<Vec<(Question, serde_json::V
         }
         let at = || format!("{}:{}", path.display(), n + 1);
         let mut value: serde_json::Value =
-            serde_json::from_str(&line).map_err(|e| Error::Input(format!("{}: not a JSON object: {e}", at())))?;
+            serde_json::from_str(&line).map_err(|source| Error::InputJson { location: at(), source })?;
         let question = match value.get("question") {
             Some(serde_json::Value::String(q)) => q.clone(),
-            Some(_) => return Err(Error::Input(format!("{}: field `question` must be a string", at()))),
-            None => return Err(Error::Input(format!("{}: field `question` is missing", at()))),
+            Some(_) => return Err(Error::input(at(), "field `question` must be a string")),
+            None => return Err(Error::input(at(), "field `question` is missing")),
         };
         let id = match value.get("id") {
             Some(serde_json::Value::String(s)) => s.clone(),
             Some(serde_json::Value::Number(x)) => x.to_string(),
             None => format!("{}", n + 1),
-            Some(_) => return Err(Error::Input(format!("{}: field `id` must be a string or a number", at()))),
+            Some(_) => return Err(Error::input(at(), "field `id` must be a string or a number")),
         };
         if question.trim().is_empty() {
-            return Err(Error::Input(format!("{}: question `{id}` is empty", at())));
+            return Err(Error::input(at(), format!("question `{id}` is empty")));
         }
         if !ids.insert(id.clone()) {
-            return Err(Error::Input(format!("{}: question id `{id}` appears twice", at())));
+            return Err(Error::input(at(), format!("question id `{id}` appears twice")));
         }
         value["id"] = serde_json::Value::String(id.clone());
         out.push((Question { id, question }, value));
     }
     Ok(out)
-}
-
-/// Capitalised words that open questions without naming anything.
-const QUESTION_OPENERS: &[&str] = &[
-    "according", "during", "describe", "explain", "discuss", "compare", "given", "based", "considering",
-    "regarding", "list", "name", "identify", "summarize", "summarise", "outline",
-];
-
-/// Entities of a question found by the rules extractor (names, acronyms, quantities, dates,
-/// determiner-led phrases). Questions often join two names with "and" or "or" (`Who was born
-/// first, A and B?`), which the document extractor keeps together as one name (`Hallam & Price`);
-/// here each side is also a query entity.
-pub fn rules_query_entities(question: &str) -> Vec<String> {
-    let lower: HashSet<String> = question
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.chars().next().is_some_and(char::is_lowercase))
-        .map(str::to_owned)
-        .collect();
-    let mut out: Vec<String> = Vec::new();
-    let mut add = |name: &str| {
-        let name = name.trim();
-        if !name.is_empty() && !QUESTION_OPENERS.contains(&name.to_lowercase().as_str()) && !out.iter().any(|n| n == name) {
-            out.push(name.to_owned());
-        }
-    };
-    for m in mentions(question, 0..question.len(), &lower) {
-        let name = &question[m.bytes];
-        add(name);
-        for sep in [" and ", " or "] {
-            if name.contains(sep) {
-                name.split(sep).for_each(&mut add);
-            }
-        }
-    }
-    out
 }
 
 /// A batch of questions with what every strategy needs from them, computed once.
@@ -218,7 +189,7 @@ pub struct Prepared {
     pub entity_embed_ms: f64,
 }
 
-/// The knowledge base, the embedder and the generator, loaded once.
+/// The knowledge base, the embedder and the two query-time backends, loaded once.
 pub struct Engine {
     /// The knowledge base.
     pub kb: Kb,
@@ -226,7 +197,8 @@ pub struct Engine {
     pub load_seconds: f64,
     index: Index,
     embedder: Box<dyn Embedder>,
-    runner: Option<Runner>,
+    query_entities: Box<dyn QueryEntities>,
+    answerer: Box<dyn Answerer>,
     counter: TokenCounter,
 }
 
@@ -237,28 +209,23 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// Loads the kb of `index` and the embedder and LLM of `config` (an `[llm]` section makes
-    /// answers and query entities come from the LLM).
-    pub fn open(index: &Index, config: &Config) -> Result<Engine> {
-        let embedder = crate::embed::embedder_for(&config.embed, index.root())?;
-        Engine::with_embedder(index, config, embedder)
-    }
-
-    /// Like [`Engine::open`] with a given embedder.
-    pub fn with_embedder(index: &Index, config: &Config, embedder: Box<dyn Embedder>) -> Result<Engine> {
+    /// Loads the kb of `index`, whose vectors must be of `embedder`'s model, with the given
+    /// query-entities and answers backends.
+    pub fn new(
+        index: &Index,
+        embedder: Box<dyn Embedder>,
+        query_entities: Box<dyn QueryEntities>,
+        answerer: Box<dyn Answerer>,
+    ) -> Result<Engine> {
         let started = Instant::now();
         let kb = Kb::load(index, embedder.model())?;
         let load_seconds = started.elapsed().as_secs_f64();
-        let runner = match &config.llm {
-            Some(llm) => Some(Runner::new(Arc::new(LlmClient::new(llm, index.root())?))?),
-            None => None,
-        };
-        Ok(Engine { kb, load_seconds, index: index.clone(), embedder, runner, counter: TokenCounter::cl100k() })
+        Ok(Engine { kb, load_seconds, index: index.clone(), embedder, query_entities, answerer, counter: TokenCounter::cl100k() })
     }
 
-    /// The LLM runner, when an LLM is configured.
-    pub fn runner(&self) -> Option<&Runner> {
-        self.runner.as_ref()
+    /// The index the kb was loaded from.
+    pub fn index(&self) -> &Index {
+        &self.index
     }
 
     /// The embedder of the questions (the index's model).
@@ -266,34 +233,22 @@ impl Engine {
         self.embedder.as_ref()
     }
 
-    /// Embeds the questions and finds their entities (LLM prompt, or the rules extractor when
-    /// no LLM is configured or its answer is unusable).
+    /// Who finds the questions' entities and who answers.
+    pub fn backends(&self) -> (BackendId, BackendId) {
+        (self.query_entities.identity(), self.answerer.identity())
+    }
+
+    /// Embeds the questions and finds their entities (with the query-entities backend).
     pub fn prepare(&self, questions: Vec<Question>) -> Result<Prepared> {
         if let Some(q) = questions.iter().find(|q| q.question.trim().is_empty()) {
-            return Err(Error::Input(format!("question `{}` is empty", q.id)));
+            return Err(Error::input(format!("question `{}`", q.id), "the question is empty"));
         }
         let count = questions.len().max(1) as f64;
         let started = Instant::now();
         let texts: Vec<&str> = questions.iter().map(|q| q.question.as_str()).collect();
         let vectors = self.embedder.embed(&texts)?;
         let embed_ms = started.elapsed().as_secs_f64() * 1000.0 / count;
-
-        let entities: Vec<Vec<String>> = match &self.runner {
-            None => questions.iter().map(|q| rules_query_entities(&q.question)).collect(),
-            Some(runner) => {
-                let context = CallContext { stage: STAGE.into(), doc_id: None, purpose: "query_entities".into() };
-                let asks = questions.iter().map(|q| (context.clone(), query_entities_messages(&q.question))).collect();
-                runner
-                    .ask_all::<QueryEntitiesAnswer>(asks)
-                    .into_iter()
-                    .zip(&questions)
-                    .map(|(answer, q)| match answer {
-                        Ok(a) => a.entities.into_iter().filter(|e| !e.trim().is_empty()).collect(),
-                        Err(_) => rules_query_entities(&q.question),
-                    })
-                    .collect()
-            }
-        };
+        let entities = self.query_entities.entities_all(&texts);
         let started = Instant::now();
         let flat: Vec<&str> = entities.iter().flatten().map(String::as_str).collect();
         let mut flat_vectors = self.embedder.embed(&flat)?.into_iter();
@@ -346,74 +301,42 @@ impl Engine {
     /// Answers every prepared question under `config` (mode, toggles, breadths, budget).
     pub fn answer(&self, prepared: &Prepared, config: &QueryConfig) -> Result<Vec<Answer>> {
         let contexts = self.contexts(prepared, config);
-        let generated: Vec<(Generated, &'static str, f64, Option<String>)> = match &self.runner {
-            Some(runner) => {
-                let client = runner.client();
-                let asks = prepared.questions.iter().zip(&contexts).map(|(q, (context, _, _, _))| async move {
-                    let started = Instant::now();
-                    let evidence = (config.mode != Mode::None).then(|| context.render());
-                    let call = CallContext { stage: STAGE.into(), doc_id: None, purpose: "answer".into() };
-                    let answer = client.chat(&call, &answer_messages(&q.question, evidence.as_deref())).await;
-                    (answer, started.elapsed().as_secs_f64() * 1000.0)
-                });
-                let answers = runner.block_on(futures::future::join_all(asks));
-                let mut out = Vec::with_capacity(answers.len());
-                for ((answer, ms), (context, _, _, _)) in answers.into_iter().zip(&contexts) {
-                    out.push(match answer {
-                        Ok(answer) => (generate::from_llm(answer, context), "llm", ms, None),
-                        // One failed question does not stop the batch; a rerun asks it again
-                        // (answered ones come from the cache).
-                        Err(e) => (Generated::default(), "failed", ms, Some(e.to_string())),
-                    });
-                }
-                out
-            }
-            None => prepared
-                .questions
-                .iter()
-                .zip(&contexts)
-                .map(|(q, (context, _, _, _))| {
-                    let started = Instant::now();
-                    let g = generate::extractive(&q.question, context);
-                    let generator = if g.answer.is_empty() { "none" } else { "extractive" };
-                    (g, generator, started.elapsed().as_secs_f64() * 1000.0, None)
-                })
-                .collect(),
-        };
+        let questions: Vec<&str> = prepared.questions.iter().map(|q| q.question.as_str()).collect();
+        let context_refs: Vec<&Context> = contexts.iter().map(|c| &c.0).collect();
+        let answered = self.answerer.answer_all(&questions, &context_refs, config.mode == Mode::None);
         let label = variant(config);
         Ok(prepared
             .questions
             .iter()
             .zip(contexts)
-            .zip(generated)
-            .map(|((q, (context, matches, retrieval_ms, embed_ms)), (g, generator, generation_ms, error))| Answer {
+            .zip(answered)
+            .map(|((q, (context, matches, retrieval_ms, embed_ms)), a)| Answer {
                 id: q.id.clone(),
                 question: q.question.clone(),
                 mode: config.mode,
                 variant: label.clone(),
-                answer: g.answer,
-                generator,
+                answer: a.generated.answer,
+                generator: a.generator,
                 context_tokens: context.tokens,
                 retrieval_ms,
                 embed_ms,
-                generation_ms,
-                cited: g.cited.iter().map(|i| i + 1).collect(),
-                citations: g.citations,
+                generation_ms: a.ms,
+                cited: a.generated.cited.iter().map(|i| i + 1).collect(),
+                citations: a.generated.citations,
                 evidence: context.evidence,
                 query_entities: matches,
                 trimmed: context.trimmed,
-                error,
+                error: a.error,
             })
             .collect())
     }
 
-    /// Appends the LLM calls made so far (query entities, answers) to the index's `llm_calls`.
+    /// Appends the LLM calls of the query-time backends made so far (query entities, answers)
+    /// to the index's `llm_calls`.
     pub fn record_calls(&self) -> Result<()> {
-        if let Some(runner) = &self.runner {
-            let calls = runner.client().drain_calls(|_| true);
-            crate::stage::append_llm_calls(&self.index, STAGE, "all", &calls)?;
-        }
-        Ok(())
+        let mut calls = self.query_entities.take_calls();
+        calls.extend(self.answerer.take_calls());
+        append_calls(&self.index, STAGE, "all", &calls)
     }
 }
 
@@ -424,10 +347,10 @@ pub fn write_jsonl(path: &Path, answers: &[Answer]) -> Result<()> {
         out.push_str(&serde_json::to_string(a)?);
         out.push('\n');
     }
-    crate::io::write_file_atomic(path, out.as_bytes())
+    write_file_atomic(path, out.as_bytes())
 }
 
 /// Writes answers as a Parquet table (schema [`flexstruct_schemas::answers_schema`]).
 pub fn write_parquet(path: &Path, answers: &[Answer]) -> Result<()> {
-    crate::io::write_rows_parquet(path, flexstruct_schemas::answers_schema(), answers)
+    write_rows_parquet(path, flexstruct_schemas::answers_schema(), answers)
 }

@@ -16,39 +16,11 @@ use rayon::prelude::*;
 
 use serde::Serialize;
 
+use super::config::{Mode, QueryConfig, Thresholds};
 use super::kb::Kb;
 use super::scan::Hit;
-use crate::config::{Mode, QueryConfig, Thresholds};
-use crate::extract::entities::normalize;
-
-/// Kind of a retrieved unit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Unit {
-    /// An entity (name + summary).
-    Entity,
-    /// An n-ary fact.
-    Hyperedge,
-    /// A binary relation.
-    Edge,
-    /// An SSC cluster.
-    Cluster,
-    /// A chunk (peer strategies).
-    Chunk,
-}
-
-impl Unit {
-    /// Name in outputs.
-    pub fn name(self) -> &'static str {
-        match self {
-            Unit::Entity => "entity",
-            Unit::Hyperedge => "hyperedge",
-            Unit::Edge => "edge",
-            Unit::Cluster => "cluster",
-            Unit::Chunk => "chunk",
-        }
-    }
-}
+pub use crate::core::units::Unit;
+use crate::core::names::normalize;
 
 /// One retrieved row.
 #[derive(Debug, Clone, Copy, PartialEq)]

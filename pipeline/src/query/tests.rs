@@ -11,8 +11,8 @@ use super::generate;
 use super::kb::*;
 use super::retrieve::{QueryInput, Retrieved, Unit, retrieve};
 use super::scan::Vectors;
-use crate::config::{Mode, QueryConfig, Thresholds};
-use crate::tokens::TokenCounter;
+use super::config::{Mode, QueryConfig, Thresholds};
+use crate::core::tokens::TokenCounter;
 
 /// The one document of the tiny kb. Every hyperedge is one of its sentences.
 const DOC: &str = "The Velda Basin Authority (VBA) runs the Harlow gauge. Mara Quint chairs the VBA. \

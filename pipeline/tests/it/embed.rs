@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use flexstruct_pipeline::embed::{Embedder, MiniLm};
+use flexstruct_pipeline::models::{Embedder, MiniLm};
 
 fn model_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/models/all-MiniLM-L6-v2");
@@ -53,6 +53,8 @@ fn batching_does_not_change_vectors() {
         let diff = alone[0].iter().zip(v).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
         assert!(diff < 1e-5, "{text}: {diff}");
     }
+    // The library names the missing file; the binaries add how to fetch it.
     let missing = MiniLm::load(std::path::Path::new("/nonexistent/model"), 8).unwrap_err();
-    assert!(missing.to_string().contains("make model"), "{missing}");
+    assert!(matches!(missing, flexstruct_pipeline::Error::ModelMissing { .. }), "{missing}");
+    assert!(missing.to_string().contains("model/config.json is missing"), "{missing}");
 }

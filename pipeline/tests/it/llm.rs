@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flexstruct_pipeline::config::LlmConfig;
-use flexstruct_pipeline::failures::FailureKind;
+use flexstruct_pipeline::llm::LlmConfig;
+use flexstruct_pipeline::io::FailureKind;
 use flexstruct_pipeline::llm::prompts::{ItemsAnswer, ask_json, items_messages};
 use flexstruct_pipeline::llm::{CallContext, LlmClient, LlmError, Message};
 use flexstruct_testkit::{FakeLlm, Reply};
@@ -118,7 +118,10 @@ fn concurrency_never_exceeds_the_limit() {
         }
     });
     assert_eq!(server.request_count(), 20);
-    assert_eq!(server.max_in_flight(), 3);
+    // Never more than the limit; on a busy machine the requests may not all overlap, so reaching
+    // the limit exactly is not asserted (it made this test flaky), only that they ran concurrently.
+    let peak = server.max_in_flight();
+    assert!((2..=3).contains(&peak), "{peak} requests were in flight at once");
 }
 
 #[test]
@@ -182,8 +185,8 @@ fn unreadable_answers_get_one_repair_round() {
 
 #[test]
 fn remote_embeddings_are_ordered_normalised_cached_and_recorded() {
-    use flexstruct_pipeline::config::EmbedConfig;
-    use flexstruct_pipeline::embed::{Embedder, RemoteEmbedder};
+    use flexstruct_pipeline::models::EmbedConfig;
+    use flexstruct_pipeline::models::{Embedder, RemoteEmbedder};
     let server = FakeLlm::start(flexstruct_testkit::embeddings_responder);
     server.script([Reply::Status { code: 429, retry_after: Some(0.0) }]);
     let dir = tempfile::tempdir().unwrap();

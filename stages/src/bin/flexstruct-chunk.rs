@@ -2,9 +2,10 @@
 
 use std::process::ExitCode;
 
-use flexstruct_pipeline::chunk;
+use flexstruct_pipeline::compose;
+use flexstruct_pipeline::stages::chunk;
 use flexstruct_stages::table_stage_main;
 
 fn main() -> ExitCode {
-    table_stage_main(chunk::STAGE, "Splits every document into token-balanced chunks with exact character offsets (dynamic partitioning).", chunk::run)
+    table_stage_main(chunk::STAGE, "Splits every document into token-balanced chunks with exact character offsets (dynamic partitioning).", compose::chunk)
 }

@@ -2,9 +2,10 @@
 
 use std::process::ExitCode;
 
-use flexstruct_pipeline::cluster;
+use flexstruct_pipeline::compose;
+use flexstruct_pipeline::stages::cluster;
 use flexstruct_stages::table_stage_main;
 
 fn main() -> ExitCode {
-    table_stage_main(cluster::STAGE, "Clusters each document's hyperedges by semantic and positional distance with HDBSCAN (structure-aware semantic clustering).", cluster::run)
+    table_stage_main(cluster::STAGE, "Clusters each document's hyperedges by semantic and positional distance with HDBSCAN (structure-aware semantic clustering).", compose::cluster)
 }

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use flexstruct_pipeline::ingest::{self, IngestOptions};
+use flexstruct_pipeline::compose;
+use flexstruct_pipeline::stages::ingest::{self, IngestOptions};
 use flexstruct_stages::{CommonArgs, exit, run_stage};
 
 /// Reads a corpus into the index's `documents` table (upsert by doc_id).
@@ -25,5 +26,5 @@ struct Args {
 fn main() -> ExitCode {
     let args = Args::parse();
     let options = IngestOptions { corpus: args.corpus, prune: args.prune };
-    exit(run_stage(ingest::STAGE, &args.common, true, |ctx| ingest::run(ctx, &options)))
+    exit(run_stage(ingest::STAGE, &args.common, true, |ctx, config| compose::ingest(ctx, config, &options)))
 }

@@ -6,10 +6,12 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Parser;
+use flexstruct_pipeline::compose;
 use flexstruct_pipeline::config::{Config, Mode};
-use flexstruct_pipeline::index::Index;
+use flexstruct_pipeline::io::Index;
+use flexstruct_pipeline::io::parquet::{read_doc, string_column};
 use flexstruct_pipeline::query::{self, Answer, Engine, Question};
-use flexstruct_stages::{Outcome, exit};
+use flexstruct_stages::{Outcome, ThreadsArg, exit};
 
 /// Answers one question or a JSONL file of `{id, question}` from the kb of an index: printed for
 /// a person, or written to an answers file (JSONL + Parquet).
@@ -82,6 +84,8 @@ struct Args {
     /// No timing summary on stderr.
     #[arg(long, short, env = "FLEXSTRUCT_QUIET")]
     quiet: bool,
+    #[command(flatten)]
+    threads: ThreadsArg,
 }
 
 fn main() -> ExitCode {
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> anyhow::Result<Outcome> {
+    args.threads.init()?;
     let mut config = Config::load(args.config.as_deref())?;
     let q = &mut config.query;
     q.mode = args.mode.unwrap_or(q.mode);
@@ -116,7 +121,7 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
         _ => bail!("give a question as an argument, or --questions FILE"),
     };
     let index = Index::open(&args.index)?;
-    let engine = Engine::open(&index, &config)?;
+    let engine = compose::open_engine(&index, &config)?;
     let prepared = engine.prepare(questions)?;
     let answers = engine.answer(&prepared, &config.query)?;
     engine.record_calls()?;
@@ -170,9 +175,9 @@ fn for_a_person(a: &Answer, index: &Index, show: usize) -> anyhow::Result<String
 
 /// The text of a document span (as the citation promises it is).
 fn source_text(index: &Index, doc_id: &str, start: i64, end: i64) -> anyhow::Result<String> {
-    let docs = flexstruct_pipeline::io::read_doc(index, flexstruct_schemas::Table::Documents, doc_id)?;
+    let docs = read_doc(index, flexstruct_schemas::Table::Documents, doc_id)?;
     for batch in &docs {
-        let text = flexstruct_pipeline::io::string_column(batch, flexstruct_schemas::col::TEXT)?;
+        let text = string_column(batch, flexstruct_schemas::col::TEXT)?;
         if batch.num_rows() > 0 {
             let span: String = text.value(0).chars().skip(start.max(0) as usize).take((end - start).max(0) as usize).collect();
             return Ok(span.split_whitespace().collect::<Vec<_>>().join(" "));

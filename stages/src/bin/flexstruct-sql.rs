@@ -6,9 +6,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use flexstruct_pipeline::index::Index;
-use flexstruct_pipeline::sql::{IndexSql, OutputFormat, format_batches};
-use flexstruct_stages::{Outcome, exit};
+use flexstruct_pipeline::core::threads;
+use flexstruct_pipeline::io::Index;
+use flexstruct_pipeline::io::sql::{IndexSql, OutputFormat, format_batches};
+use flexstruct_stages::{Outcome, ThreadsArg, exit};
 
 /// Runs SQL over an index: tables `documents`, `chunks`, …, `failures`, `manifest`, and the
 /// merged `kb.entities`, `kb.hyperedges`, …. Read-only.
@@ -35,6 +36,8 @@ struct Args {
     /// In the table format, cut values longer than this many characters (0: never).
     #[arg(long, default_value_t = 60)]
     max_width: usize,
+    #[command(flatten)]
+    threads: ThreadsArg,
 }
 
 fn main() -> ExitCode {
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> anyhow::Result<Outcome> {
+    args.threads.init()?;
     let sql = match (&args.query, &args.file) {
         (Some(q), _) => q.clone(),
         (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
@@ -53,8 +57,7 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
         (None, None) => bail!("no query: give it as an argument, with --file, or on standard input"),
     };
     let index = Index::open(&args.index)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let results = runtime.block_on(async {
+    let results = threads::runtime()?.block_on(async {
         let session = IndexSql::open(&index).await?;
         session.run(&sql).await
     })?;

@@ -1,0 +1,300 @@
+//! The pipeline's error type, split by who is at fault: the configuration, the input, the index
+//! on disk, an external service or model, or this program. Every variant names what it is
+//! about (key, file, table, column, model, service) and keeps its cause, so `{:#}` prints the
+//! whole chain. Errors describe the problem; the binaries add what to do about it.
+
+use std::path::PathBuf;
+
+/// Result alias of the pipeline.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A cause of any type (candle, tokenizers, the LLM client), kept as the error's source.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Everything a pipeline call can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A configuration value that parses but makes no sense (or a combination of values).
+    #[error("invalid configuration: {key}: {problem}")]
+    Config {
+        /// The key (`chunk.ct_max`), or the flag (`--shard`), at fault.
+        key: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+
+    /// The configuration could not be loaded or parsed.
+    #[error("invalid configuration")]
+    ConfigLoad(#[source] Box<figment::Error>),
+
+    /// The input given by the user (corpus path, questions file, question) is unusable as a whole.
+    #[error("{location}: {problem}")]
+    Input {
+        /// What is at fault: a path, `file:line`, or `question <id>`.
+        location: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+
+    /// A line of an input file is not valid JSON.
+    #[error("{location}: not a JSON object")]
+    InputJson {
+        /// `file:line`.
+        location: String,
+        /// The parse error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A file or folder could not be read or written.
+    #[error("{path}: {op}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A Parquet file could not be read or written.
+    #[error("{path}: {op}")]
+    Parquet {
+        /// What was being done.
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+
+    /// A table on disk does not have the expected shape.
+    #[error(transparent)]
+    Schema(#[from] flexstruct_schemas::SchemaError),
+
+    /// The index folder is not usable as it is (no kb, vectors of another model, …).
+    #[error("index {path}")]
+    Index {
+        /// Index root.
+        path: PathBuf,
+        /// What is wrong.
+        #[source]
+        problem: IndexProblem,
+    },
+
+    /// An embedding model could not be loaded or run.
+    #[error("embedding model {model}: {what}")]
+    Model {
+        /// Model name.
+        model: String,
+        /// What was being done (`loading model.safetensors`, `running the encoder`, …).
+        what: String,
+        /// The cause.
+        #[source]
+        source: BoxError,
+    },
+
+    /// A file of an in-process model is not where the configuration says.
+    #[error("embedding model {model}: {} is missing", .path.display())]
+    ModelMissing {
+        /// Model name.
+        model: String,
+        /// The missing file.
+        path: PathBuf,
+    },
+
+    /// An external service (LLM or embedding endpoint) failed for good.
+    #[error("{service}: {what}")]
+    External {
+        /// The service: the endpoint's model and base URL.
+        service: String,
+        /// What was being asked.
+        what: String,
+        /// The cause.
+        #[source]
+        source: BoxError,
+    },
+
+    /// A chart could not be drawn into its file.
+    #[error("{}: drawing a chart", .path.display())]
+    Chart {
+        /// The SVG file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: BoxError,
+    },
+
+    /// A SQL statement was refused or could not be parsed.
+    #[error("{problem}")]
+    Sql {
+        /// The statement (abbreviated), when one is at fault.
+        statement: Option<String>,
+        /// What is wrong with it.
+        problem: String,
+        /// The cause, when DataFusion gave one.
+        #[source]
+        source: Option<Box<datafusion::error::DataFusionError>>,
+    },
+
+    /// DataFusion failed while planning or running a query.
+    #[error("query failed")]
+    DataFusion(#[from] Box<datafusion::error::DataFusionError>),
+
+    /// A stage run inside another command (a sibling index rebuild) left failed units.
+    #[error("stage {stage} of index {path}: {units} unit(s) failed (they are rows of its failures table)")]
+    StageFailed {
+        /// Stage name.
+        stage: String,
+        /// Index root.
+        path: PathBuf,
+        /// Units that failed.
+        units: u64,
+    },
+
+    /// A thread pool or async runtime could not be started.
+    #[error("cannot start {what}")]
+    Runtime {
+        /// Which pool or runtime.
+        what: &'static str,
+        /// The cause.
+        #[source]
+        source: BoxError,
+    },
+
+    /// A state this program should never reach: a bug, not a problem with the input.
+    #[error("internal error: {0}")]
+    Internal(String),
+
+    /// An Arrow compute or build step failed: a bug in this program, not in the input.
+    #[error("internal error while building Arrow data")]
+    Arrow(#[from] arrow::error::ArrowError),
+
+    /// JSON (de)serialisation of our own records failed.
+    #[error("internal JSON error")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Why an index folder cannot be used as it is.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexProblem {
+    /// No settings file: the folder was never made an index.
+    #[error("is not an index folder (no index.json)")]
+    NotAnIndex(#[source] std::io::Error),
+    /// The settings file cannot be read.
+    #[error("index.json is damaged")]
+    Damaged(#[source] serde_json::Error),
+    /// The configuration asks for another bucket count than the index was created with.
+    #[error("was created with {created} buckets but the configuration asks for {asked}; the bucket count of an index cannot change")]
+    BucketsFixed {
+        /// Buckets of the index.
+        created: u32,
+        /// Buckets the configuration asks for.
+        asked: u32,
+    },
+    /// No merged knowledge base.
+    #[error("has no merged knowledge base (kb/)")]
+    NoKb,
+    /// Some kb tables are missing.
+    #[error("the knowledge base is incomplete ({} missing)", .missing.join(", "))]
+    IncompleteKb {
+        /// The missing tables.
+        missing: Vec<String>,
+    },
+    /// Rows of a kb table have no vector of the configured model.
+    #[error("{missing} of {rows} rows of {table} have no vector of embedding model `{model}`")]
+    MissingVectors {
+        /// The kb table.
+        table: String,
+        /// Rows without a vector.
+        missing: usize,
+        /// Rows of the table.
+        rows: usize,
+        /// The configured model.
+        model: String,
+    },
+    /// The kb was embedded with another model than the configuration names.
+    #[error("the kb was built with embedding model `{found}` ({table}), the configuration asks for `{configured}`")]
+    ModelMismatch {
+        /// The kb table.
+        table: String,
+        /// Model of its vectors.
+        found: String,
+        /// Model of the configuration (`embed.model`).
+        configured: String,
+    },
+}
+
+impl Error {
+    /// Wraps an I/O error with the operation and path.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+        let path = path.into();
+        move |source| Error::Io { op, path, source }
+    }
+
+    /// Wraps a Parquet error with the operation and path.
+    pub fn parquet(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(parquet::errors::ParquetError) -> Error {
+        let path = path.into();
+        move |source| Error::Parquet { op, path, source }
+    }
+
+    /// A configuration error about `key`.
+    pub fn config(key: impl Into<String>, problem: impl Into<String>) -> Error {
+        Error::Config { key: key.into(), problem: problem.into() }
+    }
+
+    /// An input error at `location`.
+    pub fn input(location: impl Into<String>, problem: impl Into<String>) -> Error {
+        Error::Input { location: location.into(), problem: problem.into() }
+    }
+
+    /// An index problem at `path`.
+    pub fn index(path: impl Into<PathBuf>, problem: IndexProblem) -> Error {
+        Error::Index { path: path.into(), problem }
+    }
+
+    /// The index problem, when this is one.
+    pub fn index_problem(&self) -> Option<&IndexProblem> {
+        match self {
+            Error::Index { problem, .. } => Some(problem),
+            _ => None,
+        }
+    }
+}
+
+/// The message of an error followed by its causes, `: `-separated (what anyhow's `{:#}` prints),
+/// for messages that go into tables (a failure row) and for tests.
+pub fn chain_message(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+impl From<datafusion::error::DataFusionError> for Error {
+    fn from(e: datafusion::error::DataFusionError) -> Self {
+        Error::DataFusion(Box::new(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+
+    #[test]
+    fn causes_are_kept_and_context_is_named() {
+        let e = Error::index("idx", IndexProblem::ModelMismatch { table: "kb/entities".into(), found: "a".into(), configured: "b".into() });
+        assert_eq!(chain_message(&e), "index idx: the kb was built with embedding model `a` (kb/entities), the configuration asks for `b`");
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let e = Error::io("opening", "f.parquet")(io);
+        assert_eq!(chain_message(&e), "f.parquet: opening: gone");
+        assert_eq!(Error::config("chunk.ct_max", "must be at least 1").to_string(), "invalid configuration: chunk.ct_max: must be at least 1");
+    }
+}

@@ -1,0 +1,260 @@
+//! The evaluations the `flexstruct-eval` binary runs, as typed functions: every strategy side by
+//! side, optionally again at an equal budget ([`compare`]); the paper's ablation table with its
+//! w/o SW sibling index ([`ablate`]); a sensitivity sweep, with a sibling index per value of a
+//! construction setting ([`sweep`]). Each writes its report folder and returns the report's
+//! path; progress goes to an [`Observer`] (the library never prints).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::judge::{Judge, judge_for};
+use super::report::{self, Header};
+use super::runs::{self, Parameter};
+use super::{QaQuestion, Row, Stats, Variant, cost, plot};
+use crate::compose::{self, Backends, Sibling};
+use crate::config::Config;
+use crate::core::{Error, Result};
+use crate::io::Index;
+use crate::io::calls::append_calls;
+use crate::io::sql::OutputFormat;
+use crate::query::{Engine, Mode, QueryConfig};
+
+/// Hears what an evaluation is doing (the binary prints it).
+pub trait Observer {
+    /// A variant was evaluated.
+    fn evaluated(&self, _label: &str, _stats: &Stats) {}
+    /// A sibling index was built or brought up to date.
+    fn sibling(&self, _sibling: &Sibling) {}
+}
+
+/// An observer that ignores everything.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Quiet;
+
+impl Observer for Quiet {}
+
+/// What an evaluation runs on: the configuration, the index and the question set.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// The configuration (its `[query]` section is the base of every variant).
+    pub config: Config,
+    /// The index, built from the question set's corpus.
+    pub index: Index,
+    /// The questions file.
+    pub questions_path: PathBuf,
+    /// The questions.
+    pub qa: Vec<QaQuestion>,
+}
+
+impl Setup {
+    /// Opens `index` and reads the questions (`questions` is a file, or a folder holding
+    /// `questions.jsonl`); `limit` keeps the first questions only.
+    pub fn new(index: &Path, questions: &Path, config: Config, limit: Option<usize>) -> Result<Setup> {
+        let questions_path = if questions.is_dir() { questions.join("questions.jsonl") } else { questions.to_owned() };
+        let mut qa = super::read_qa(&questions_path)?;
+        if let Some(n) = limit {
+            qa.truncate(n);
+        }
+        let index = Index::open(index)?;
+        Ok(Setup { config, index, questions_path, qa })
+    }
+}
+
+/// An index's engine and judge, which evaluate variants on one prepared batch of questions.
+struct Bench {
+    engine: Engine,
+    judge: Box<dyn Judge>,
+}
+
+impl Bench {
+    fn open(index: &Index, config: &Config) -> Result<Bench> {
+        let backends = Backends::new(config, index.root())?;
+        Ok(Bench { engine: compose::engine(index, config, &backends)?, judge: judge_for(&backends) })
+    }
+
+    /// Evaluates `variants`, telling `observer` about each, and records the LLM calls made.
+    fn evaluate(&self, qa: &[QaQuestion], variants: &[Variant], observer: &dyn Observer) -> Result<Vec<Row>> {
+        let prepared = super::prepare(&self.engine, qa)?;
+        let mut rows = Vec::new();
+        for v in variants {
+            let mine = super::evaluate(&self.engine, &prepared, qa, v, self.judge.as_ref())?;
+            let refs: Vec<&Row> = mine.iter().collect();
+            observer.evaluated(&v.label, &super::stats(&refs, false));
+            rows.extend(mine);
+        }
+        self.engine.record_calls()?;
+        append_calls(self.engine.index(), "eval", "all", &self.judge.take_calls())?;
+        Ok(rows)
+    }
+
+    /// The report's header: what was evaluated, with which backends.
+    fn header(&self, setup: &Setup, what: &str) -> Header {
+        let (entities, answers) = self.engine.backends();
+        let judge = if self.judge.measures() { self.judge.identity().label() } else { "not measured (no LLM judge)".to_owned() };
+        let budget = match setup.config.query.max_context_tokens {
+            0 => "no context cap".to_owned(),
+            n => format!("context cap {n} tokens (cl100k)"),
+        };
+        let sizes: Vec<String> = self.engine.kb.sizes().iter().map(|(n, c)| format!("{c} {n}")).collect();
+        Header {
+            title: format!("{what}: {}", setup.questions_path.display()),
+            settings: vec![
+                format!("index `{}` ({}), embedding model `{}`", setup.index.root().display(), sizes.join(", "), self.engine.kb.model),
+                format!("{} questions", setup.qa.len()),
+                format!("query entities: {}; answers: {}; GE judge: {judge}", entities.label(), answers.label()),
+                budget,
+                format!("kb loaded in {:.2} s", self.engine.load_seconds),
+            ],
+        }
+    }
+}
+
+/// Chunks the chunk strategy may retrieve when compared at an equal budget: the budget, not
+/// the number of chunks, limits it there, so that it can fill the budget when its chunks are
+/// short (one-paragraph passages).
+pub const EQUAL_BUDGET_CHUNKS: usize = 100;
+
+/// The variants of `modes` capped at `budget` tokens (labels `<mode> @<budget>`); `none`
+/// retrieves nothing and is left out.
+pub fn equal_budget_variants(base: &QueryConfig, modes: &[Mode], budget: usize) -> Vec<Variant> {
+    modes
+        .iter()
+        .filter(|m| **m != Mode::None)
+        .map(|&mode| Variant {
+            label: format!("{} @{budget}", mode.name()),
+            config: QueryConfig { mode, max_context_tokens: budget, chunk_k: base.chunk_k.max(EQUAL_BUDGET_CHUNKS), ..base.clone() },
+        })
+        .collect()
+}
+
+/// Every mode of `modes` side by side; with `equal_budget`, every mode again capped at hybrid's
+/// mean context tokens, so that strategies are compared on the same number of tokens.
+pub fn compare(setup: &Setup, modes: &[Mode], equal_budget: bool, out: &Path, observer: &dyn Observer) -> Result<PathBuf> {
+    let bench = Bench::open(&setup.index, &setup.config)?;
+    let base = &setup.config.query;
+    let mut variants: Vec<Variant> =
+        modes.iter().map(|&mode| Variant { label: mode.name().to_owned(), config: QueryConfig { mode, ..base.clone() } }).collect();
+    let mut rows = bench.evaluate(&setup.qa, &variants, observer)?;
+    if equal_budget {
+        let hybrid: Vec<&Row> = rows.iter().filter(|r| r.variant == Mode::Hybrid.name()).collect();
+        if hybrid.is_empty() {
+            return Err(Error::config("--equal-budget", "needs hybrid among the modes: its mean context is the budget"));
+        }
+        let budget = super::stats(&hybrid, false).context_tokens_mean.unwrap_or(0.0).round() as usize;
+        let capped = equal_budget_variants(base, modes, budget);
+        rows.extend(bench.evaluate(&setup.qa, &capped, observer)?);
+        variants.extend(capped);
+    }
+    let labels: Vec<String> = variants.iter().map(|v| v.label.clone()).collect();
+    finish(out, &bench.header(setup, "Strategies"), &rows, &labels, &cost_section(&setup.index)?, Vec::new(), "strategies")
+}
+
+/// The paper's ablation table: our default, the paper's module rows on the index itself, and
+/// w/o SW on a sibling index rebuilt from extraction with the sliding window off.
+pub fn ablate(setup: &Setup, out: &Path, observer: &dyn Observer) -> Result<PathBuf> {
+    let bench = Bench::open(&setup.index, &setup.config)?;
+    let base = QueryConfig { mode: Mode::Hybrid, ..setup.config.query.clone() };
+    let variants = runs::ablation_variants(&base);
+    let mut rows = bench.evaluate(&setup.qa, &variants, observer)?;
+    let mut labels: Vec<String> = variants.iter().map(|v| v.label.clone()).collect();
+
+    let mut no_sw = setup.config.clone();
+    no_sw.extract.window = false;
+    let sibling = compose::build_sibling(&setup.index, "no-sw", &no_sw, crate::stages::Stage::Extract)?;
+    observer.sibling(&sibling);
+    let paper = Variant { label: "w/o SW".into(), config: QueryConfig { bridges: false, ..base } };
+    rows.extend(Bench::open(&sibling.index, &no_sw)?.evaluate(&setup.qa, std::slice::from_ref(&paper), observer)?);
+    labels.insert(2, paper.label);
+    finish(out, &bench.header(setup, "Ablation (paper Table 2)"), &rows, &labels, &cost_section(&setup.index)?, Vec::new(), "ablation")
+}
+
+/// A sensitivity sweep of `param` over `values` (its defaults when empty): each point evaluates
+/// the full system and the module the parameter acts on alone, on the index for a query-time
+/// parameter and on a sibling index rebuilt from the affected stage for τ_s and τ_e.
+pub fn sweep(setup: &Setup, param: Parameter, values: &[usize], out: &Path, observer: &dyn Observer) -> Result<PathBuf> {
+    let values = if values.is_empty() { param.default_values() } else { values.to_vec() };
+    let base = Bench::open(&setup.index, &setup.config)?;
+    let mut rows = Vec::new();
+    let mut labels = Vec::new();
+    let mut points: Vec<(usize, Vec<String>)> = Vec::new();
+    for &value in &values {
+        let config = param.apply(&setup.config, value);
+        let sibling_bench;
+        let bench = match param.first_stage() {
+            Some(first) => {
+                let sibling = compose::build_sibling(&setup.index, &format!("{}-{value}", param.name()), &config, first)?;
+                observer.sibling(&sibling);
+                sibling_bench = Bench::open(&sibling.index, &config)?;
+                &sibling_bench
+            }
+            None => &base,
+        };
+        let variants: Vec<Variant> = param
+            .variants(&config.query)
+            .into_iter()
+            .map(|v| Variant { label: format!("{}={value} {}", param.name(), v.label), config: v.config })
+            .collect();
+        rows.extend(bench.evaluate(&setup.qa, &variants, observer)?);
+        let names: Vec<String> = variants.iter().map(|v| v.label.clone()).collect();
+        labels.extend(names.iter().cloned());
+        points.push((value, names));
+    }
+    // Curves: each measure of each variant kind against the parameter.
+    let summary = super::summarise(&rows, &labels);
+    let stat = |label: &str| summary.iter().find(|(l, _)| l == label).map(|(_, st)| st.clone());
+    let xs: Vec<f64> = points.iter().map(|(v, _)| *v as f64).collect();
+    let kinds: Vec<String> = param.variants(&setup.config.query).into_iter().map(|v| v.label).collect();
+    let mut series: Vec<(String, Vec<Option<f64>>)> = Vec::new();
+    let mut tokens: Vec<(String, Vec<Option<f64>>)> = Vec::new();
+    for (k, kind) in kinds.iter().enumerate() {
+        for (measure, pick) in [
+            ("answer recall", (|st: &Stats| st.answer_recall) as fn(&Stats) -> Option<f64>),
+            ("answer-token recall", |st| st.answer_token_recall),
+            ("F1", |st| st.f1),
+        ] {
+            series.push((format!("{measure} ({kind})"), points.iter().map(|(_, names)| stat(&names[k]).and_then(|st| pick(&st))).collect()));
+        }
+        tokens.push((format!("context tokens ({kind})"), points.iter().map(|(_, names)| stat(&names[k]).and_then(|st| st.context_tokens_mean)).collect()));
+    }
+    std::fs::create_dir_all(out).map_err(Error::io("creating the output folder", out))?;
+    plot::curves(&out.join("sweep_measures.svg"), &format!("{} sweep: measures", param.name()), param.name(), "%", &xs, &as_refs(&series))?;
+    plot::curves(&out.join("sweep_tokens.svg"), &format!("{} sweep: context tokens", param.name()), param.name(), "tokens", &xs, &as_refs(&tokens))?;
+    let mut extra = String::new();
+    let _ = writeln!(extra, "\n## Sweep of {} over {:?}\n\nEach point evaluates the full system (hybrid) and the module the parameter acts on alone.", param.name(), values);
+    let charts = vec![("measures against the parameter".to_owned(), "sweep_measures.svg".to_owned()), ("context tokens against the parameter".to_owned(), "sweep_tokens.svg".to_owned())];
+    finish(out, &base.header(setup, &format!("Sweep of {}", param.name())), &rows, &labels, &extra, charts, "sweep")
+}
+
+fn cost_section(index: &Index) -> Result<String> {
+    Ok(format!(
+        "\n## Cost (paper Table 3)\n\nLLM requests, tokens and seconds per stage from `llm_calls` (each request once), and stage wall time from the manifest:\n\n```text\n{}```\n",
+        cost::cost_table(index, OutputFormat::Table)?
+    ))
+}
+
+fn as_refs(v: &[(String, Vec<Option<f64>>)]) -> Vec<(&str, Vec<Option<f64>>)> {
+    v.iter().map(|(n, ys)| (n.as_str(), ys.clone())).collect()
+}
+
+/// Summary, charts and report of an evaluation.
+fn finish(out: &Path, header: &Header, rows: &[Row], labels: &[String], extra: &str, mut charts: Vec<(String, String)>, title: &str) -> Result<PathBuf> {
+    let summary = super::summarise(rows, labels);
+    std::fs::create_dir_all(out).map_err(Error::io("creating the output folder", out))?;
+    let mut all = report::comparison_charts(out, title, &summary)?;
+    all.append(&mut charts);
+    report::write(out, header, rows, &summary, extra, &all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_budget_variants_fill_the_budget_and_skip_none() {
+        let base = QueryConfig::default();
+        let v = equal_budget_variants(&base, &[Mode::Hybrid, Mode::Chunks, Mode::None], 1193);
+        let labels: Vec<&str> = v.iter().map(|v| v.label.as_str()).collect();
+        assert_eq!(labels, ["hybrid @1193", "chunks @1193"]);
+        assert!(v.iter().all(|v| v.config.max_context_tokens == 1193 && v.config.chunk_k == EQUAL_BUDGET_CHUNKS));
+    }
+}

@@ -1,0 +1,73 @@
+//! The `llm_calls` table: one row per HTTP attempt and per cache hit of an LLM or embedding
+//! endpoint, appended by every stage that calls one (the paper's Table 3 is one query over it).
+
+use std::sync::Arc;
+
+use arrow::array::{BooleanArray, Int64Array, RecordBatch, StringArray};
+use flexstruct_schemas::Table;
+
+use super::index::Index;
+use super::manifest::run_tag;
+use super::parquet::write_part;
+use crate::core::Result;
+
+/// A row of `llm_calls`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallRecord {
+    /// Stage.
+    pub stage: String,
+    /// Document.
+    pub doc_id: Option<String>,
+    /// Purpose.
+    pub purpose: String,
+    /// Model.
+    pub model: String,
+    /// SHA-256 of (model, prompt, sampling parameters): the same for the first call and every
+    /// cache hit of a request, so costs can be counted once per request.
+    pub request_id: String,
+    /// Prompt tokens (of the original call for a cache hit).
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Whether the counts are cl100k estimates (no `usage` in the answer).
+    pub tokens_estimated: bool,
+    /// Milliseconds this attempt took (0 for a cache hit).
+    pub latency_ms: u64,
+    /// Answered from the cache.
+    pub cached: bool,
+    /// `ok`, `http_<status>`, `timeout`, `connection`, `bad_response`.
+    pub status: String,
+}
+
+/// Calls as a batch of the `llm_calls` table.
+pub fn calls_batch(calls: &[CallRecord]) -> Result<RecordBatch> {
+    let strings = |f: fn(&CallRecord) -> Option<&str>| Arc::new(calls.iter().map(f).collect::<StringArray>()) as _;
+    let ints = |f: fn(&CallRecord) -> u64| Arc::new(calls.iter().map(|c| Some(f(c) as i64)).collect::<Int64Array>()) as _;
+    let bools = |f: fn(&CallRecord) -> bool| Arc::new(calls.iter().map(|c| Some(f(c))).collect::<BooleanArray>()) as _;
+    Ok(RecordBatch::try_new(
+        Table::LlmCalls.schema(),
+        vec![
+            strings(|c| Some(&c.stage)),
+            strings(|c| c.doc_id.as_deref()),
+            strings(|c| Some(&c.purpose)),
+            strings(|c| Some(&c.model)),
+            strings(|c| Some(&c.request_id)),
+            ints(|c| c.prompt_tokens),
+            ints(|c| c.completion_tokens),
+            bools(|c| c.tokens_estimated),
+            ints(|c| c.latency_ms),
+            bools(|c| c.cached),
+            strings(|c| Some(&c.status)),
+        ],
+    )?)
+}
+
+/// Appends call records to `llm_calls`. The calls are a log: each run of a stage writes its
+/// own part (`scope` tells parts of one run apart, e.g. a bucket).
+pub fn append_calls(index: &Index, stage: &str, scope: &str, calls: &[CallRecord]) -> Result<()> {
+    if calls.is_empty() {
+        return Ok(());
+    }
+    let path = index.table_dir(Table::LlmCalls).join(format!("part-{stage}-{scope}-{}.parquet", run_tag()));
+    write_part(&path, Table::LlmCalls, "", &[calls_batch(calls)?])
+}

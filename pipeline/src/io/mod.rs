@@ -1,0 +1,15 @@
+//! The I/O layer: the index folder and its buckets ([`index`]), Parquet part files
+//! ([`parquet`]), the log tables every stage appends to ([`failures`], [`manifest`], [`calls`]),
+//! and read-only SQL over an index ([`sql`]). It imports only the bottom layer ([`crate::core`]).
+
+pub mod calls;
+pub mod failures;
+pub mod index;
+pub mod manifest;
+pub mod parquet;
+pub mod sql;
+
+pub use calls::CallRecord;
+pub use failures::{Failure, FailureKind, UnitError};
+pub use index::{Index, IndexConfig, Shard};
+pub use manifest::{NoDetails, StageMetrics, record_run};

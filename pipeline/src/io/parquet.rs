@@ -1,0 +1,327 @@
+//! Parquet part files: atomic zstd-compressed writes with flexstruct metadata, checked reads,
+//! and the column accessors every reader of a checked batch uses.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use arrow::array::{Array, ListArray, ListBuilder, RecordBatch, StringArray, StringBuilder};
+use arrow::datatypes::{DataType, Field};
+use arrow::compute::{filter_record_batch, kernels::cmp::eq};
+use flexstruct_schemas::{Table, check_metadata, check_schema, col, meta, part_metadata};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+
+use super::index::Index;
+use crate::core::{Error, Result};
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A temporary sibling of `path` (hidden, so table listings never see it).
+fn temp_sibling(path: &Path) -> PathBuf {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("part");
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    path.with_file_name(format!(".{name}.{}-{n}.tmp", std::process::id()))
+}
+
+/// Writes through a temporary file, fsyncs it and renames it over `path`, so that readers (and
+/// a run killed midway) only ever see the old file or the complete new one.
+fn write_atomic(path: &Path, write: impl FnOnce(File) -> Result<()>) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(Error::io("creating the table folder", dir))?;
+    }
+    let temp = temp_sibling(path);
+    let result = File::create(&temp)
+        .map_err(Error::io("creating a temporary file", &temp))
+        .and_then(write)
+        .and_then(|()| {
+            std::fs::rename(&temp, path).map_err(Error::io("renaming the temporary file into place", path))
+        });
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result
+}
+
+/// Writes `bytes` to `path` atomically and durably (fsync before the rename).
+pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic(path, |mut file| {
+        file.write_all(bytes).map_err(Error::io("writing", path))?;
+        file.sync_all().map_err(Error::io("syncing", path))
+    })
+}
+
+/// Writes `bytes` to `path` atomically but without fsync: a killed process leaves the old file
+/// or the new one, never half of it; only a power loss may lose the write. For caches, where a
+/// lost entry costs one repeated request and an fsync per entry would cap throughput.
+pub fn write_file_atomic_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic(path, |mut file| file.write_all(bytes).map_err(Error::io("writing", path)))
+}
+
+/// Writes one part file of `table`: rows in `batches` (checked against the table's schema),
+/// zstd-compressed, with the table name, schema version and `fingerprint` in its metadata.
+pub fn write_part(path: &Path, table: Table, fingerprint: &str, batches: &[RecordBatch]) -> Result<()> {
+    let schema = batches.first().map_or_else(|| table.schema(), RecordBatch::schema);
+    check_schema(table, &schema, &format!("rows being written to {}", path.display()))?;
+    let metadata = part_metadata(table, fingerprint)
+        .into_iter()
+        .map(|(k, v)| KeyValue::new(k, v))
+        .collect();
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).map_err(Error::parquet("compression level", path))?))
+        .set_key_value_metadata(Some(metadata))
+        .build();
+    write_atomic(path, |file| {
+        let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(props))
+            .map_err(Error::parquet("starting a Parquet file", path))?;
+        for batch in batches {
+            writer.write(batch).map_err(Error::parquet("writing rows", path))?;
+        }
+        let file = writer.into_inner().map_err(Error::parquet("finishing a Parquet file", path))?;
+        file.sync_all().map_err(Error::io("syncing", path))
+    })
+}
+
+/// Removes a part file; a missing one is not an error.
+pub fn remove_part(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io("removing", path)(e)),
+        _ => Ok(()),
+    }
+}
+
+fn open_checked(
+    path: &Path,
+    table: Table,
+) -> Result<(ParquetRecordBatchReaderBuilder<File>, HashMap<String, String>)> {
+    let file = File::open(path).map_err(Error::io("opening", path))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(Error::parquet("reading the Parquet footer", path))?;
+    let kv: HashMap<String, String> = builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .into_iter()
+        .flatten()
+        .filter_map(|kv| Some((kv.key.clone(), kv.value.clone()?)))
+        .collect();
+    let location = path.display().to_string();
+    check_metadata(table, &kv, &location)?;
+    check_schema(table, builder.schema(), &location)?;
+    Ok((builder, kv))
+}
+
+/// The fingerprint stored in a part file, or None if the file does not exist.
+pub fn part_fingerprint(path: &Path, table: Table) -> Result<Option<String>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let (_, kv) = open_checked(path, table)?;
+    Ok(kv.get(meta::FINGERPRINT).cloned())
+}
+
+/// The fingerprint of a stage's own output part, or None when it must be recomputed: the file
+/// does not exist, or it was written with another version of the table's layout (a stage
+/// rewrites its outputs of an older layout; only its inputs must be of the current one).
+pub fn output_fingerprint(path: &Path, table: Table) -> Result<Option<String>> {
+    match part_fingerprint(path, table) {
+        Err(Error::Schema(flexstruct_schemas::SchemaError::Version { .. })) => Ok(None),
+        other => other,
+    }
+}
+
+/// Checks a part file's metadata and schema without reading its rows.
+pub fn check_part(path: &Path, table: Table) -> Result<()> {
+    open_checked(path, table).map(|_| ())
+}
+
+/// Row count of a part file from its footer (0 if the file does not exist).
+pub fn part_row_count(path: &Path) -> Result<u64> {
+    if !path.exists() {
+        return Ok(0);
+    }
+    let file = File::open(path).map_err(Error::io("opening", path))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(Error::parquet("reading the Parquet footer", path))?;
+    Ok(builder.metadata().file_metadata().num_rows().max(0) as u64)
+}
+
+/// Reads a whole part file after checking its metadata and schema.
+pub fn read_part(path: &Path, table: Table) -> Result<Vec<RecordBatch>> {
+    read_rows(path, table, None)
+}
+
+/// The rows of one part file, all columns or only `columns`.
+fn read_rows(path: &Path, table: Table, columns: Option<&[&str]>) -> Result<Vec<RecordBatch>> {
+    let (mut builder, _) = open_checked(path, table)?;
+    if let Some(columns) = columns {
+        let mask = parquet::arrow::ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
+        builder = builder.with_projection(mask);
+    }
+    let reader = builder.build().map_err(Error::parquet("reading rows", path))?;
+    reader
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::parquet("reading rows", path)(e.into()))
+}
+
+/// Reads every part of a table (an absent table reads as no rows).
+pub fn read_table(index: &Index, table: Table) -> Result<Vec<RecordBatch>> {
+    let mut batches = Vec::new();
+    for part in index.parts(table)? {
+        batches.extend(read_part(&part, table)?);
+    }
+    Ok(batches)
+}
+
+/// Reads only `columns` of every part of a table (Parquet decodes nothing else).
+pub fn read_columns(index: &Index, table: Table, columns: &[&str]) -> Result<Vec<RecordBatch>> {
+    let mut batches = Vec::new();
+    for part in index.parts(table)? {
+        batches.extend(read_rows(&part, table, Some(columns))?);
+    }
+    Ok(batches)
+}
+
+/// Reads the rows of one document of a per-document table (one part file is opened).
+pub fn read_doc(index: &Index, table: Table, doc_id: &str) -> Result<Vec<RecordBatch>> {
+    let path = index.bucket_path(table, index.bucket_of(doc_id));
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for batch in read_part(&path, table)? {
+        let ids = string_column(&batch, col::DOC_ID)?;
+        let keep = eq(ids, &StringArray::new_scalar(doc_id))?;
+        let rows = filter_record_batch(&batch, &keep)?;
+        if rows.num_rows() > 0 {
+            out.push(rows);
+        }
+    }
+    Ok(out)
+}
+
+/// Writes serialisable rows as one Parquet file (zstd) with `schema`: fields the schema does
+/// not name are left out, nested lists and structs are decoded by arrow's JSON decoder. For
+/// output files outside an index (answers, evaluation results).
+pub fn write_rows_parquet<T: serde::Serialize>(path: &Path, schema: arrow::datatypes::SchemaRef, rows: &[T]) -> Result<()> {
+    let mut decoder = arrow::json::ReaderBuilder::new(schema.clone()).build_decoder()?;
+    decoder.serialize(rows)?;
+    let batch = decoder.flush()?.unwrap_or_else(|| RecordBatch::new_empty(schema.clone()));
+    let props = WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::default())).build();
+    let mut bytes = Vec::new();
+    let mut writer = ArrowWriter::try_new(&mut bytes, schema, Some(props)).map_err(Error::parquet("writing", path))?;
+    writer.write(&batch).map_err(Error::parquet("writing", path))?;
+    writer.close().map_err(Error::parquet("writing", path))?;
+    write_file_atomic(path, &bytes)
+}
+
+/// A Utf8 column of a batch that passed the schema check.
+pub fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
+    typed(batch, name)
+}
+
+/// A column of a checked batch, downcast to its Arrow array type.
+pub fn typed<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<T>())
+        .ok_or_else(|| Error::Internal(format!("column `{name}` has an unexpected type")))
+}
+
+/// A non-null list<utf8> column from lists of strings.
+pub fn string_lists<'a>(lists: impl Iterator<Item = &'a [String]>) -> ListArray {
+    let mut builder = ListBuilder::new(StringBuilder::new()).with_field(Arc::new(Field::new_list_field(DataType::Utf8, false)));
+    for list in lists {
+        for s in list {
+            builder.values().append_value(s);
+        }
+        builder.append(true);
+    }
+    builder.finish()
+}
+
+/// The vector in row `row` of an embedding column.
+pub fn vector_at(list: &arrow::array::FixedSizeListArray, row: usize) -> Result<Vec<f32>> {
+    let values = list.value(row);
+    let floats = values
+        .as_any()
+        .downcast_ref::<arrow::array::Float32Array>()
+        .ok_or_else(|| Error::Internal("embedding values are not f32".into()))?;
+    Ok(floats.values().to_vec())
+}
+
+/// Number of rows of a set of batches.
+pub fn row_count(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(RecordBatch::num_rows).sum()
+}
+
+/// Whether a string array value is present (helper for nullable columns).
+pub fn opt_str(array: &StringArray, row: usize) -> Option<&str> {
+    array.is_valid(row).then(|| array.value(row))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int32Array, Int64Array};
+
+    fn chunk_batch(doc_ids: &[&str]) -> RecordBatch {
+        let n = doc_ids.len();
+        RecordBatch::try_new(
+            Table::Chunks.schema(),
+            vec![
+                Arc::new(StringArray::from(doc_ids.to_vec())),
+                Arc::new(Int32Array::from_iter_values(0..n as i32)),
+                Arc::new(StringArray::from(vec!["t"; n])),
+                Arc::new(Int32Array::from(vec![1; n])),
+                Arc::new(Int64Array::from(vec![0; n])),
+                Arc::new(Int64Array::from(vec![1; n])),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn write_read_roundtrip_with_metadata() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open_or_create(dir.path(), Some(1)).unwrap();
+        let path = index.bucket_path(Table::Chunks, 0);
+        write_part(&path, Table::Chunks, "fp1", &[chunk_batch(&["a", "b", "a"])]).unwrap();
+        assert_eq!(part_fingerprint(&path, Table::Chunks).unwrap().as_deref(), Some("fp1"));
+        assert_eq!(row_count(&read_table(&index, Table::Chunks).unwrap()), 3);
+        assert_eq!(row_count(&read_doc(&index, Table::Chunks, "a").unwrap()), 2);
+        assert_eq!(row_count(&read_doc(&index, Table::Chunks, "zzz").unwrap()), 0);
+        // Only the part is in the folder: the temporary file was renamed into place.
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
+        assert_eq!(names.len(), 1);
+        // Reading it as another table is refused with the file named.
+        let err = read_part(&path, Table::Documents).unwrap_err();
+        assert!(err.to_string().contains("part-0000.parquet"), "{err}");
+    }
+
+    #[test]
+    fn wrong_rows_are_refused_and_leave_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("documents/part-0000.parquet");
+        let err = write_part(&path, Table::Documents, "f", &[chunk_batch(&["a"])]).unwrap_err();
+        assert!(err.to_string().contains("table documents"), "{err}");
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn hidden_and_temporary_files_are_not_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open_or_create(dir.path(), Some(1)).unwrap();
+        let table_dir = index.table_dir(Table::Chunks);
+        std::fs::create_dir_all(&table_dir).unwrap();
+        std::fs::write(table_dir.join(".part-0000.parquet.1-0.tmp"), b"half").unwrap();
+        std::fs::write(table_dir.join("notes.txt"), b"x").unwrap();
+        assert!(index.parts(Table::Chunks).unwrap().is_empty());
+    }
+}

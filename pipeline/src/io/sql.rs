@@ -1,0 +1,230 @@
+//! Read-only SQL over an index: every table is registered in DataFusion under its name
+//! (`documents`, `chunks`, …, and `kb.entities`, `kb.hyperedges`, … for the merged tables).
+//!
+//! Statements that would create, write or configure anything (DDL, DML, `COPY`, `SET`) are
+//! refused, and no function that reads arbitrary files is registered, so a query can read the
+//! index and nothing else.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::catalog::MemorySchemaProvider;
+use datafusion::datasource::MemTable;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
+use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext};
+use datafusion::sql::parser::DFParser;
+use flexstruct_schemas::Table;
+
+use super::index::Index;
+use super::parquet::check_part;
+use crate::core::{Error, Result, threads};
+
+/// Output formats of query results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// An aligned text table for people; long values are cut at the width limit.
+    Table,
+    /// CSV with a header line.
+    Csv,
+    /// One JSON array of row objects.
+    Json,
+    /// One JSON object per line.
+    JsonLines,
+}
+
+impl std::str::FromStr for OutputFormat {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "table" => Ok(OutputFormat::Table),
+            "csv" => Ok(OutputFormat::Csv),
+            "json" => Ok(OutputFormat::Json),
+            "jsonl" | "ndjson" => Ok(OutputFormat::JsonLines),
+            _ => Err(format!("unknown format `{s}` (expected table, csv, json or jsonl)")),
+        }
+    }
+}
+
+/// A DataFusion session with the tables of one index registered.
+pub struct IndexSql {
+    ctx: SessionContext,
+}
+
+impl std::fmt::Debug for IndexSql {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexSql").finish_non_exhaustive()
+    }
+}
+
+impl IndexSql {
+    /// Registers every table of `index`. Tables that do not exist yet are registered empty (with
+    /// their schema), so queries over a partly built index return no rows rather than failing.
+    /// Every part file is checked against its schema first; a mismatch names table, file and column.
+    pub async fn open(index: &Index) -> Result<IndexSql> {
+        let config = SessionConfig::new().with_information_schema(true).with_target_partitions(threads::count());
+        let ctx = SessionContext::new_with_config(config);
+        let catalog = ctx
+            .catalog("datafusion")
+            .ok_or_else(|| Error::Internal("DataFusion has no default catalog".into()))?;
+        catalog.register_schema("kb", Arc::new(MemorySchemaProvider::new()))?;
+        for table in Table::ALL {
+            let parts = index.parts(table)?;
+            for part in &parts {
+                check_part(part, table)?;
+            }
+            let name = table.sql_name();
+            if parts.is_empty() {
+                let empty = MemTable::try_new(table.schema(), vec![vec![]])?;
+                ctx.register_table(name.as_str(), Arc::new(empty))?;
+                continue;
+            }
+            let dir = index.table_dir(table);
+            let url = ListingTableUrl::parse(format!("{}/", dir.display()))?;
+            let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+            // Vector columns have the width of their model: take the schema from a part file.
+            let schema = if table.schema().field_with_name(flexstruct_schemas::col::EMBEDDING).is_ok() {
+                file_schema(&parts[0])?
+            } else {
+                table.schema()
+            };
+            let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(schema);
+            ctx.register_table(name.as_str(), Arc::new(ListingTable::try_new(config)?))?;
+        }
+        Ok(IndexSql { ctx })
+    }
+
+    /// The DataFusion session (for the pipeline's own queries, which are not read-only
+    /// checked; people's queries go through [`IndexSql::run`]).
+    pub fn context(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    /// Runs every statement of `sql` (separated by `;`) and returns each one's rows.
+    pub async fn run(&self, sql: &str) -> Result<Vec<Vec<RecordBatch>>> {
+        let statements = DFParser::parse_sql(sql).map_err(|e| Error::Sql {
+            statement: Some(abbreviate(sql, 60)),
+            problem: "SQL syntax error".into(),
+            source: Some(Box::new(e.into())),
+        })?;
+        if statements.is_empty() {
+            return Err(Error::Sql { statement: None, problem: "no SQL statement given".into(), source: None });
+        }
+        let read_only = SQLOptions::new().with_allow_ddl(false).with_allow_dml(false).with_allow_statements(false);
+        let mut results = Vec::new();
+        for statement in statements {
+            let text = statement.to_string();
+            let plan = self.ctx.state().statement_to_plan(statement).await?;
+            if let Err(e) = read_only.verify_plan(&plan) {
+                let statement = abbreviate(&text, 60);
+                return Err(Error::Sql {
+                    problem: format!(
+                        "refused `{statement}`: the index is queried read-only (SELECT, WITH, SHOW, DESCRIBE and EXPLAIN \
+                         only; nothing may be created, written or changed)"
+                    ),
+                    statement: Some(statement),
+                    source: Some(Box::new(e)),
+                });
+            }
+            results.push(self.ctx.execute_logical_plan(plan).await?.collect().await?);
+        }
+        Ok(results)
+    }
+}
+
+/// The Arrow schema stored in a Parquet file.
+fn file_schema(path: &std::path::Path) -> Result<arrow::datatypes::SchemaRef> {
+    let file = std::fs::File::open(path).map_err(Error::io("opening", path))?;
+    let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(Error::parquet("reading the Parquet footer", path))?;
+    Ok(builder.schema().clone())
+}
+
+fn abbreviate(s: &str, max: usize) -> String {
+    let one_line = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        format!("{}…", one_line.chars().take(max).collect::<String>())
+    }
+}
+
+/// Renders query results. `max_width` (code points) cuts long values in the table format
+/// (0 = no limit); newlines in values are shown as `⏎` there.
+pub fn format_batches(batches: &[RecordBatch], format: OutputFormat, max_width: usize) -> Result<String> {
+    match format {
+        OutputFormat::Table => {
+            let shown = batches.iter().map(|b| displayable(b, Some(max_width))).collect::<Result<Vec<_>>>()?;
+            Ok(format!("{}\n", arrow::util::pretty::pretty_format_batches(&shown)?))
+        }
+        OutputFormat::Csv => {
+            let flat = batches.iter().map(|b| displayable(b, None)).collect::<Result<Vec<_>>>()?;
+            let mut out = Vec::new();
+            {
+                let mut writer = arrow::csv::WriterBuilder::new().with_header(true).build(&mut out);
+                for batch in &flat {
+                    writer.write(batch)?;
+                }
+            }
+            String::from_utf8(out).map_err(|e| Error::Internal(format!("CSV output is not UTF-8: {e}")))
+        }
+        OutputFormat::Json => {
+            let mut out = json::<arrow::json::writer::JsonArray>(batches)?;
+            if out.is_empty() {
+                out.push_str("[]");
+            }
+            out.push('\n');
+            Ok(out)
+        }
+        OutputFormat::JsonLines => json::<arrow::json::writer::LineDelimited>(batches),
+    }
+}
+
+/// Batches as JSON in layout `F` (array or lines), nulls written out.
+fn json<F: arrow::json::writer::JsonFormat>(batches: &[RecordBatch]) -> Result<String> {
+    let mut writer = arrow::json::WriterBuilder::new().with_explicit_nulls(true).build::<_, F>(Vec::new());
+    writer.write_batches(&batches.iter().collect::<Vec<_>>())?;
+    writer.finish()?;
+    String::from_utf8(writer.into_inner()).map_err(|e| Error::Internal(format!("JSON output is not UTF-8: {e}")))
+}
+
+/// Turns nested columns (lists, vectors, structs) into their display strings, which CSV and the
+/// text table need; with `max_width`, also cuts long strings and makes newlines visible.
+fn displayable(batch: &RecordBatch, max_width: Option<usize>) -> Result<RecordBatch> {
+    let mut fields = Vec::new();
+    let mut columns: Vec<ArrayRef> = Vec::new();
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        let nested = field.data_type().is_nested();
+        let is_text = matches!(field.data_type(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
+        if !(nested || is_text && max_width.is_some()) {
+            fields.push(field.as_ref().clone());
+            columns.push(column.clone());
+            continue;
+        }
+        let formatter = ArrayFormatter::try_new(column.as_ref(), &FormatOptions::default())?;
+        let values: StringArray = (0..column.len())
+            .map(|i| {
+                column.is_valid(i).then(|| {
+                    let s = formatter.value(i).to_string();
+                    match max_width {
+                        Some(w) => cut(&s.replace('\n', "⏎"), w),
+                        None => s,
+                    }
+                })
+            })
+            .collect();
+        fields.push(Field::new(field.name(), DataType::Utf8, true));
+        columns.push(Arc::new(values));
+    }
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
+}
+
+fn cut(s: &str, width: usize) -> String {
+    if width == 0 || s.chars().count() <= width {
+        s.to_owned()
+    } else {
+        format!("{}…", s.chars().take(width.saturating_sub(1)).collect::<String>())
+    }
+}

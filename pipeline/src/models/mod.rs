@@ -1,0 +1,93 @@
+//! Embedding models: the [`Embedder`] trait, all-MiniLM-L6-v2 in process ([`minilm`], our own
+//! BERT encoder over candle in [`bert`]), an OpenAI-compatible `/v1/embeddings` endpoint
+//! ([`remote`]), and feature hashing for fast tests ([`hashing`]). Which one runs is the
+//! `[embed]` section ([`EmbedConfig`], [`embedder_for`]).
+
+mod bert;
+pub mod hashing;
+pub mod minilm;
+pub mod remote;
+
+use serde::{Deserialize, Serialize};
+
+pub use hashing::HashingEmbedder;
+pub use minilm::MiniLm;
+pub use remote::RemoteEmbedder;
+
+use crate::core::models::{HASHING_PREFIX, MINILM};
+use crate::core::{Error, Result};
+use crate::io::CallRecord;
+
+/// Turns texts into L2-normalised vectors.
+pub trait Embedder: Send + Sync {
+    /// Model name stored with every vector.
+    fn model(&self) -> &str;
+    /// Vector dimension.
+    fn dim(&self) -> usize;
+    /// One vector per text, in order.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>>;
+    /// Calls made to a remote service since the last time (for `llm_calls`).
+    fn take_calls(&self) -> Vec<CallRecord> {
+        Vec::new()
+    }
+}
+
+/// The `[embed]` section: the embedding model of the index (the embed stage writes its vectors;
+/// the query stage embeds questions with it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmbedConfig {
+    /// `all-MiniLM-L6-v2` (in process, the default) or `hashing-<dim>` (tests only).
+    pub model: String,
+    /// Folder of the MiniLM files (`make model` fills it).
+    pub model_dir: std::path::PathBuf,
+    /// Texts per forward pass (or per request to an endpoint).
+    pub batch_size: usize,
+    /// An OpenAI-compatible endpoint (`…/v1`) serving `model` on `/embeddings`; empty: the
+    /// model runs in process.
+    pub base_url: String,
+    /// Environment variable holding the endpoint's API key (empty: none).
+    pub api_key_env: String,
+    /// Most embedding requests in flight.
+    pub max_concurrency: usize,
+}
+
+impl Default for EmbedConfig {
+    fn default() -> Self {
+        EmbedConfig {
+            model: "all-MiniLM-L6-v2".into(),
+            model_dir: "data/models/all-MiniLM-L6-v2".into(),
+            batch_size: 64,
+            base_url: String::new(),
+            api_key_env: "OPENAI_API_KEY".into(),
+            max_concurrency: 4,
+        }
+    }
+}
+
+/// The embedder the configuration names (`index_root` holds the cache of a remote endpoint).
+pub fn embedder_for(config: &EmbedConfig, index_root: &std::path::Path) -> Result<Box<dyn Embedder>> {
+    if !config.base_url.is_empty() {
+        return Ok(Box::new(RemoteEmbedder::connect(config, index_root)?));
+    }
+    if let Some(dim) = config.model.strip_prefix(HASHING_PREFIX) {
+        let dim = dim.parse().map_err(|_| Error::config("embed.model", format!("`{}`: expected hashing-<dim>", config.model)))?;
+        return Ok(Box::new(HashingEmbedder::new(dim)));
+    }
+    if config.model == MINILM {
+        return Ok(Box::new(MiniLm::load(&config.model_dir, config.batch_size)?));
+    }
+    Err(Error::config(
+        "embed.model",
+        format!("`{}` is not supported in process (all-MiniLM-L6-v2 or hashing-<dim>; others through embed.base_url)", config.model),
+    ))
+}
+
+/// Scales `v` to unit length (a zero vector stays zero).
+pub fn normalise(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+

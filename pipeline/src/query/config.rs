@@ -1,0 +1,147 @@
+//! The `[query]` section: the retrieval strategy, its module toggles and breadths, thresholds
+//! and the context budget.
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::core::models::Thresholds;
+use crate::core::models::calibrated_thresholds;
+use crate::core::{Error, Result};
+
+/// Retrieval strategy of the query stage: the three FlexStructRAG modes and the peers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Entity + hyperedge + edge + cluster retrieval (the paper's default).
+    #[default]
+    Hybrid,
+    /// Entity + hyperedge + cluster retrieval.
+    Hypergraph,
+    /// Entity + edge retrieval.
+    Graph,
+    /// Standard RAG: the top chunks by cosine.
+    Chunks,
+    /// No retrieval (the model answers from its own knowledge).
+    None,
+    /// HyperGraphRAG: entity and hyperedge retrieval, bidirectional expansion, chunk fusion.
+    Hypergraphrag,
+}
+
+impl Mode {
+    /// Every mode, in the order reports list them.
+    pub const ALL: [Mode; 6] = [Mode::Hybrid, Mode::Hypergraph, Mode::Graph, Mode::Chunks, Mode::None, Mode::Hypergraphrag];
+
+    /// The name used in flags, config and outputs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Hybrid => "hybrid",
+            Mode::Hypergraph => "hypergraph",
+            Mode::Graph => "graph",
+            Mode::Chunks => "chunks",
+            Mode::None => "none",
+            Mode::Hypergraphrag => "hypergraphrag",
+        }
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Mode> {
+        Mode::ALL.into_iter().find(|m| m.name() == s.trim()).ok_or_else(|| {
+            let names: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
+            Error::config("query.mode", format!("unknown query mode `{s}` (one of {})", names.join(", ")))
+        })
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The `[query]` section. Thresholds left unset take the calibrated value of the embedding
+/// model (see [`QueryConfig::thresholds`]). Who finds the question's entities and who answers
+/// are `backends.query_entities` and `backends.answers`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueryConfig {
+    /// Retrieval strategy.
+    pub mode: Mode,
+    /// Module toggles (the paper's ablations): entity retrieval (EnR).
+    pub entities: bool,
+    /// Hyperedge retrieval (HR); when off, hyperedges are still scanned to pick clusters.
+    pub hyperedges: bool,
+    /// Edge retrieval (ER).
+    pub edges: bool,
+    /// Bridge retrieval (BR, ours, beyond the paper): the facts one hop past the question's
+    /// entities and hyperedges, for questions whose answer is about an entity they do not name.
+    pub bridges: bool,
+    /// Cluster retrieval (SSC).
+    pub clusters: bool,
+    /// N_B: most bridge hyperedges retrieved.
+    pub n_b: usize,
+    /// N_EH: most hyperedges retrieved.
+    pub n_eh: usize,
+    /// N_E: most edges retrieved.
+    pub n_e: usize,
+    /// τ_EH: least cosine of a retrieved hyperedge (unset: the model's calibrated value).
+    pub tau_eh: Option<f32>,
+    /// τ_E: least cosine of a retrieved edge (unset: the model's calibrated value).
+    pub tau_e: Option<f32>,
+    /// Chunks retrieved by the `chunks` strategy and fused by `hypergraphrag` (k_C).
+    pub chunk_k: usize,
+    /// Least cosine of a retrieved chunk (τ_C; unset: the model's calibrated value).
+    pub tau_chunk: Option<f32>,
+    /// HyperGraphRAG's k_V: entities retrieved by embedding similarity.
+    pub hgr_k_v: usize,
+    /// HyperGraphRAG's k_H: hyperedges retrieved by embedding similarity.
+    pub hgr_k_h: usize,
+    /// Most context tokens (cl100k); the lowest-ranked evidence is dropped first. 0: no limit.
+    pub max_context_tokens: usize,
+}
+
+impl Default for QueryConfig {
+    fn default() -> Self {
+        QueryConfig {
+            mode: Mode::Hybrid,
+            entities: true,
+            hyperedges: true,
+            edges: true,
+            bridges: true,
+            clusters: true,
+            n_b: 5,
+            n_eh: 7,
+            n_e: 3,
+            tau_eh: None,
+            tau_e: None,
+            chunk_k: 5,
+            tau_chunk: None,
+            hgr_k_v: 60,
+            hgr_k_h: 60,
+            max_context_tokens: 12_000,
+        }
+    }
+}
+
+impl QueryConfig {
+    /// The thresholds for `model`: configured values win over the model's calibrated ones
+    /// ([`calibrated_thresholds`]).
+    pub fn thresholds(&self, model: &str) -> Thresholds {
+        let calibrated = calibrated_thresholds(model);
+        Thresholds {
+            hyperedge: self.tau_eh.unwrap_or(calibrated.hyperedge),
+            edge: self.tau_e.unwrap_or(calibrated.edge),
+            chunk: self.tau_chunk.unwrap_or(calibrated.chunk),
+        }
+    }
+
+    /// Checks the values.
+    pub fn validate(&self) -> Result<()> {
+        for (name, tau) in [("tau_eh", self.tau_eh), ("tau_e", self.tau_e), ("tau_chunk", self.tau_chunk)] {
+            if tau.is_some_and(|t| !(-1.0..=1.0).contains(&t)) {
+                return Err(Error::config(format!("query.{name}"), "must be a cosine between -1 and 1"));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,220 @@
+//! What every stage shares: the run context, progress reporting, and the driver of per-document
+//! stages that work bucket by bucket.
+//!
+//! A per-document stage reads bucket b of its input table and writes bucket b of each output
+//! table. Every output part stores a fingerprint of (stage, stage version, stage config, input
+//! part fingerprint); a rerun skips a bucket whose outputs all carry the expected fingerprint and
+//! that recorded no failure, so an unchanged rerun does no work and changes no file, a changed
+//! document reruns its bucket only, and failed units are retried.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use arrow::array::RecordBatch;
+use flexstruct_schemas::Table;
+use rayon::prelude::*;
+
+use crate::core::ids::fingerprint;
+use crate::core::{Error, Result};
+use crate::io::calls::append_calls;
+use crate::io::failures::{self, Failure};
+use crate::io::parquet::{output_fingerprint, part_fingerprint, part_row_count, read_part, remove_part, row_count, write_part};
+use crate::io::{CallRecord, Index, Shard, StageMetrics};
+
+/// Receives progress of a stage (the binaries draw a progress bar; the library never prints).
+pub trait Progress: Sync {
+    /// The stage has `total` units of work (documents) in front of it.
+    fn start(&self, total: u64);
+    /// `n` more units are done.
+    fn advance(&self, n: u64);
+    /// LLM tokens spent by requests that were not answered from the cache.
+    fn tokens(&self, _prompt: u64, _completion: u64) {}
+}
+
+/// Progress that goes nowhere.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn start(&self, _total: u64) {}
+    fn advance(&self, _n: u64) {}
+}
+
+/// Everything a stage run needs besides its own configuration section and backends.
+pub struct RunContext<'a> {
+    /// The index folder.
+    pub index: Index,
+    /// Which documents this run owns.
+    pub shard: Shard,
+    /// Where progress goes.
+    pub progress: &'a dyn Progress,
+}
+
+impl std::fmt::Debug for RunContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunContext")
+            .field("index", &self.index)
+            .field("shard", &self.shard)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What processing one bucket produced.
+#[derive(Debug, Default)]
+pub struct BucketOutput {
+    /// Rows per output table (in the stage's output order).
+    pub tables: Vec<Vec<RecordBatch>>,
+    /// Units that failed.
+    pub failures: Vec<Failure>,
+    /// LLM calls made for the bucket (appended to `llm_calls`).
+    pub llm_calls: Vec<CallRecord>,
+}
+
+/// Declaration of a per-document stage for [`run_buckets`].
+#[derive(Debug, Clone)]
+pub struct BucketStage {
+    /// Stage name (manifest, failures).
+    pub name: &'static str,
+    /// Bump when the stage's output for the same input and config changes.
+    pub version: &'static str,
+    /// Fingerprint of what the stage's output depends on besides its inputs: its configuration
+    /// section and the identity of its backend ([`crate::core::ids::value_fingerprint`]).
+    pub config_fingerprint: String,
+    /// Input tables (one part per bucket each). The rows of the first are the stage's units;
+    /// a bucket without a part of the first table has no work and its outputs are removed.
+    pub inputs: Vec<Table>,
+    /// Output tables, in the order of [`BucketOutput::tables`].
+    pub outputs: Vec<Table>,
+}
+
+enum BucketResult {
+    Skipped { units: u64, rows_out: u64 },
+    Done { units: u64, rows_out: u64, failures: Vec<Failure> },
+    Removed,
+    Empty,
+}
+
+/// Runs a per-document stage over the buckets of the context's shard, in parallel.
+/// `process` gets the bucket number and the rows of that bucket of each input table (in the
+/// declared order) and returns the rows of each output table.
+pub fn run_buckets<F>(ctx: &RunContext<'_>, stage: &BucketStage, process: F) -> Result<StageMetrics>
+where
+    F: Fn(u32, &[Vec<RecordBatch>]) -> Result<BucketOutput> + Sync,
+{
+    let started = Instant::now();
+    ctx.index.check_shard(ctx.shard)?;
+    let buckets: Vec<u32> = ctx.index.shard_buckets(ctx.shard).collect();
+    let total_units: u64 = buckets
+        .iter()
+        .map(|&b| part_row_count(&ctx.index.bucket_path(stage.inputs[0], b)))
+        .sum::<Result<u64>>()?;
+    ctx.progress.start(total_units);
+    let failed_units = AtomicU64::new(0);
+
+    let results: Vec<BucketResult> = buckets
+        .par_iter()
+        .map(|&bucket| {
+            let result = run_bucket(ctx, stage, bucket, &process)?;
+            match &result {
+                BucketResult::Skipped { units, .. } | BucketResult::Done { units, .. } => {
+                    ctx.progress.advance(*units)
+                }
+                BucketResult::Removed | BucketResult::Empty => {}
+            }
+            if let BucketResult::Done { failures, .. } = &result {
+                failed_units.fetch_add(failures.len() as u64, Ordering::Relaxed);
+            }
+            Ok(result)
+        })
+        .collect::<Result<_>>()?;
+
+    let mut metrics = StageMetrics {
+        stage: stage.name.to_owned(),
+        shard: ctx.shard.to_string(),
+        inputs: stage.inputs.iter().map(|t| t.dir().to_owned()).collect(),
+        rows_in: total_units,
+        units_failed: failed_units.into_inner(),
+        ..StageMetrics::default()
+    };
+    for result in results {
+        match result {
+            BucketResult::Skipped { units, rows_out } => {
+                metrics.units_skipped += units;
+                metrics.rows_out += rows_out;
+            }
+            BucketResult::Done { units, rows_out, failures } => {
+                metrics.units_done += units;
+                metrics.rows_out += rows_out;
+                metrics.failures.extend(failures);
+            }
+            BucketResult::Removed => metrics.units_removed += 1,
+            BucketResult::Empty => {}
+        }
+    }
+    metrics.seconds = started.elapsed().as_secs_f64();
+    Ok(metrics)
+}
+
+fn run_bucket<F>(ctx: &RunContext<'_>, stage: &BucketStage, bucket: u32, process: &F) -> Result<BucketResult>
+where
+    F: Fn(u32, &[Vec<RecordBatch>]) -> Result<BucketOutput>,
+{
+    let index = &ctx.index;
+    let inputs: Vec<PathBuf> = stage.inputs.iter().map(|&t| index.bucket_path(t, bucket)).collect();
+    let outputs: Vec<PathBuf> = stage.outputs.iter().map(|&t| index.bucket_path(t, bucket)).collect();
+    let scope = format!("{bucket:04}");
+    let Some(primary_fp) = part_fingerprint(&inputs[0], stage.inputs[0])? else {
+        // The documents of this bucket are gone: so are their outputs.
+        let mut removed = false;
+        for path in &outputs {
+            removed |= path.exists();
+            remove_part(path)?;
+        }
+        failures::replace(index, stage.name, &scope, &[])?;
+        return Ok(if removed { BucketResult::Removed } else { BucketResult::Empty });
+    };
+    let mut parts = vec![stage.name.to_owned(), stage.version.to_owned(), stage.config_fingerprint.clone(), primary_fp];
+    for (path, &table) in inputs.iter().zip(&stage.inputs).skip(1) {
+        parts.push(part_fingerprint(path, table)?.unwrap_or_default());
+    }
+    let expected = fingerprint(&parts.iter().map(String::as_str).collect::<Vec<_>>());
+    let units = part_row_count(&inputs[0])?;
+
+    // Up to date: no failure to retry and every output computed from exactly this input (an
+    // output of an older table layout is recomputed).
+    let mut up_to_date = !failures::any(index, stage.name, &scope);
+    for (path, &table) in outputs.iter().zip(&stage.outputs) {
+        up_to_date = up_to_date && output_fingerprint(path, table)?.as_deref() == Some(expected.as_str());
+    }
+    if up_to_date {
+        let rows_out = outputs.first().map_or(Ok(0), |p| part_row_count(p))?;
+        return Ok(BucketResult::Skipped { units, rows_out });
+    }
+
+    let mut rows = Vec::with_capacity(inputs.len());
+    for (path, &table) in inputs.iter().zip(&stage.inputs) {
+        rows.push(if path.exists() { read_part(path, table)? } else { Vec::new() });
+    }
+    let output = process(bucket, &rows)?;
+    if output.tables.len() != stage.outputs.len() {
+        return Err(Error::Internal(format!(
+            "stage {} returned {} tables, declared {}",
+            stage.name,
+            output.tables.len(),
+            stage.outputs.len()
+        )));
+    }
+    for ((path, &table), batches) in outputs.iter().zip(&stage.outputs).zip(&output.tables) {
+        write_part(path, table, &expected, batches)?;
+    }
+    let rows_out = output.tables.first().map_or(0, |b| row_count(b) as u64);
+    failures::replace(index, stage.name, &scope, &output.failures)?;
+    if !output.llm_calls.is_empty() {
+        let fresh = output.llm_calls.iter().filter(|c| !c.cached);
+        let (prompt, completion) = fresh.fold((0, 0), |(p, c), r| (p + r.prompt_tokens, c + r.completion_tokens));
+        ctx.progress.tokens(prompt, completion);
+        append_calls(index, stage.name, &scope, &output.llm_calls)?;
+    }
+    Ok(BucketResult::Done { units, rows_out, failures: output.failures })
+}

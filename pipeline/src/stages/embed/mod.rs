@@ -1,0 +1,216 @@
+//! The embed stage: a vector for every retrievable unit (paper §3.2) → `embeddings`.
+//!
+//! Hyperedges and edges are embedded as their text followed by the names of their entities, so
+//! that content and structural role are encoded together; entities as name and summary; chunks
+//! as their text (for the chunk baseline). Each vector records its model and the SHA-256 of the
+//! exact input text, so a rerun embeds only units whose input changed or that have no vector
+//! for the current model. The stage is configured by the index's embedding model, the `[embed]`
+//! section ([`crate::models::EmbedConfig`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use arrow::array::{FixedSizeListArray, Float32Array, Int32Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field};
+use flexstruct_schemas::{Table, col};
+use serde::Serialize;
+
+use super::driver::{BucketOutput, BucketStage, RunContext, run_buckets};
+use super::Stage;
+use crate::core::ids::{chunk_id, sha256_hex, value_fingerprint};
+use crate::core::units::Unit;
+use crate::core::{Error, Result};
+use crate::io::parquet::{read_part, string_column, typed, vector_at};
+use crate::io::{Index, StageMetrics};
+use crate::models::Embedder;
+
+/// Stage name.
+pub const STAGE: &str = Stage::Embed.name();
+const VERSION: &str = "1";
+
+/// The embed stage's own figures of a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EmbedDetails {
+    /// The embedding model.
+    pub model: String,
+    /// Units embedded in this run.
+    pub embedded: u64,
+    /// Units whose vector was reused (same model, same input text).
+    pub reused: u64,
+}
+
+/// What an embed run did.
+pub type EmbedMetrics = StageMetrics<EmbedDetails>;
+
+/// Runs the embed stage with `embedder` over the context's shard.
+pub fn run(ctx: &RunContext<'_>, embedder: &dyn Embedder) -> Result<EmbedMetrics> {
+    let stage = BucketStage {
+        name: STAGE,
+        version: VERSION,
+        config_fingerprint: value_fingerprint(&(embedder.model(), embedder.dim()))?,
+        inputs: vec![Table::Hyperedges, Table::HyperedgeEntities, Table::Entities, Table::Edges, Table::Chunks],
+        outputs: vec![Table::Embeddings],
+    };
+    let embedded = std::sync::atomic::AtomicU64::new(0);
+    let reused = std::sync::atomic::AtomicU64::new(0);
+    let index = &ctx.index;
+    let metrics = run_buckets(ctx, &stage, |bucket, inputs| {
+        let units = units(inputs)?;
+        let previous = previous_vectors(index, bucket, embedder.model())?;
+        let (batch, fresh, kept) = embed_units(&units, &previous, embedder)?;
+        embedded.fetch_add(fresh, std::sync::atomic::Ordering::Relaxed);
+        reused.fetch_add(kept, std::sync::atomic::Ordering::Relaxed);
+        Ok(BucketOutput { tables: vec![vec![batch]], llm_calls: embedder.take_calls(), ..BucketOutput::default() })
+    })?;
+    let details = EmbedDetails { model: embedder.model().to_owned(), embedded: embedded.into_inner(), reused: reused.into_inner() };
+    Ok(metrics.with_details(details))
+}
+
+/// A unit to embed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnitText {
+    /// Its kind.
+    pub unit: Unit,
+    /// Unit id.
+    pub id: String,
+    /// Document.
+    pub doc_id: String,
+    /// The exact text given to the model.
+    pub text: String,
+}
+
+/// The texts of every unit of a bucket, in a stable order.
+fn units(inputs: &[Vec<RecordBatch>]) -> Result<Vec<UnitText>> {
+    let [hyperedges, incidence, entities, edges, chunks] = inputs else {
+        return Err(Error::Internal("embed expects five input tables".into()));
+    };
+    let mut names: HashMap<String, String> = HashMap::new();
+    let mut out = Vec::new();
+    for batch in entities {
+        let (doc, id, name, summary) = (
+            string_column(batch, col::DOC_ID)?,
+            string_column(batch, col::ENTITY_ID)?,
+            string_column(batch, col::NAME)?,
+            string_column(batch, col::SUMMARY)?,
+        );
+        for i in 0..batch.num_rows() {
+            names.insert(id.value(i).to_owned(), name.value(i).to_owned());
+            out.push(UnitText { unit: Unit::Entity, id: id.value(i).to_owned(), doc_id: doc.value(i).to_owned(), text: format!("{}: {}", name.value(i), summary.value(i)) });
+        }
+    }
+    let mut members: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for batch in incidence {
+        let (h, e) = (string_column(batch, col::HYPEREDGE_ID)?, string_column(batch, col::ENTITY_ID)?);
+        for i in 0..batch.num_rows() {
+            if let Some(n) = names.get(e.value(i)) {
+                members.entry(h.value(i).to_owned()).or_default().push(n.clone());
+            }
+        }
+    }
+    for batch in hyperedges {
+        let (doc, id, text) = (string_column(batch, col::DOC_ID)?, string_column(batch, col::HYPEREDGE_ID)?, string_column(batch, col::TEXT)?);
+        for i in 0..batch.num_rows() {
+            out.push(UnitText { unit: Unit::Hyperedge, id: id.value(i).to_owned(), doc_id: doc.value(i).to_owned(), text: with_entities(text.value(i), members.get(id.value(i))) });
+        }
+    }
+    for batch in edges {
+        let (doc, id, text) = (string_column(batch, col::DOC_ID)?, string_column(batch, col::EDGE_ID)?, string_column(batch, col::TEXT)?);
+        let (source, target) = (string_column(batch, col::SOURCE_ID)?, string_column(batch, col::TARGET_ID)?);
+        for i in 0..batch.num_rows() {
+            let ends: Vec<String> = [source.value(i), target.value(i)].iter().filter_map(|e| names.get(*e).cloned()).collect();
+            out.push(UnitText { unit: Unit::Edge, id: id.value(i).to_owned(), doc_id: doc.value(i).to_owned(), text: with_entities(text.value(i), Some(&ends)) });
+        }
+    }
+    for batch in chunks {
+        let (doc, idx, text) = (string_column(batch, col::DOC_ID)?, typed::<Int32Array>(batch, col::CHUNK_IDX)?, string_column(batch, col::TEXT)?);
+        for i in 0..batch.num_rows() {
+            out.push(UnitText { unit: Unit::Chunk, id: chunk_id(doc.value(i), idx.value(i)), doc_id: doc.value(i).to_owned(), text: text.value(i).to_owned() });
+        }
+    }
+    Ok(out)
+}
+
+/// Relational text followed by the names of its entities (paper §3.2).
+fn with_entities(text: &str, names: Option<&Vec<String>>) -> String {
+    match names {
+        Some(n) if !n.is_empty() => format!("{text}\nEntities: {}", n.join("; ")),
+        _ => text.to_owned(),
+    }
+}
+
+/// Vectors of a bucket's previous embeddings part for `model`, by (unit, id, input hash).
+fn previous_vectors(index: &Index, bucket: u32, model: &str) -> Result<HashMap<(String, String, String), Vec<f32>>> {
+    let path = index.bucket_path(Table::Embeddings, bucket);
+    let mut out = HashMap::new();
+    if !path.exists() {
+        return Ok(out);
+    }
+    for batch in read_part(&path, Table::Embeddings)? {
+        let (u, id, m, sha) = (
+            string_column(&batch, col::UNIT)?,
+            string_column(&batch, col::ID)?,
+            string_column(&batch, col::MODEL)?,
+            string_column(&batch, col::INPUT_SHA256)?,
+        );
+        let vectors = typed::<FixedSizeListArray>(&batch, col::EMBEDDING)?;
+        for i in 0..batch.num_rows() {
+            if m.value(i) != model {
+                continue;
+            }
+            out.insert((u.value(i).to_owned(), id.value(i).to_owned(), sha.value(i).to_owned()), vector_at(vectors, i)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Embeds the units that have no vector yet; returns the batch and (embedded, reused) counts.
+fn embed_units(
+    units: &[UnitText],
+    previous: &HashMap<(String, String, String), Vec<f32>>,
+    embedder: &dyn Embedder,
+) -> Result<(RecordBatch, u64, u64)> {
+    let hashes: Vec<String> = units.iter().map(|u| sha256_hex(u.text.as_bytes())).collect();
+    let mut vectors: Vec<Option<Vec<f32>>> = units
+        .iter()
+        .zip(&hashes)
+        .map(|(u, h)| previous.get(&(u.unit.name().to_owned(), u.id.clone(), h.clone())).cloned())
+        .collect();
+    let missing: Vec<usize> = (0..units.len()).filter(|&i| vectors[i].is_none()).collect();
+    let texts: Vec<&str> = missing.iter().map(|&i| units[i].text.as_str()).collect();
+    let fresh = if texts.is_empty() { Vec::new() } else { embedder.embed(&texts)? };
+    for (&i, v) in missing.iter().zip(fresh) {
+        vectors[i] = Some(v);
+    }
+    let dim = embedder.dim();
+    let mut flat = Vec::with_capacity(units.len() * dim);
+    for v in &vectors {
+        let v = v.as_ref().ok_or_else(|| Error::Internal("a unit has no vector".into()))?;
+        if v.len() != dim {
+            return Err(Error::Internal(format!("embedder returned {} values, expected {dim}", v.len())));
+        }
+        flat.extend_from_slice(v);
+    }
+    let dim_i32 = i32::try_from(dim).map_err(|_| Error::Internal("embedding dimension overflow".into()))?;
+    let item = Arc::new(Field::new_list_field(DataType::Float32, false));
+    let list = FixedSizeListArray::try_new(item, dim_i32, Arc::new(Float32Array::from(flat)), None)?;
+    let schema = Arc::new(arrow::datatypes::Schema::new(
+        Table::Embeddings
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| if f.name() == col::EMBEDDING { Field::new(col::EMBEDDING, flexstruct_schemas::embedding_type(dim_i32), false) } else { f.as_ref().clone() })
+            .collect::<Vec<_>>(),
+    ));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(units.iter().map(|u| Some(u.unit.name())).collect::<StringArray>()),
+            Arc::new(units.iter().map(|u| Some(u.id.as_str())).collect::<StringArray>()),
+            Arc::new(units.iter().map(|u| Some(u.doc_id.as_str())).collect::<StringArray>()),
+            Arc::new(StringArray::from(vec![embedder.model(); units.len()])),
+            Arc::new(hashes.iter().map(|h| Some(h.as_str())).collect::<StringArray>()),
+            Arc::new(list),
+        ],
+    )?;
+    Ok((batch, missing.len() as u64, (units.len() - missing.len()) as u64))
+}

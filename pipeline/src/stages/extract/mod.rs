@@ -1,0 +1,315 @@
+//! The extract stage: `chunks` → `items` by truncated sliding-window extraction (paper §3.1).
+//!
+//! For chunk i the extractor sees the window prefix (chunks s(i) … i−1) as context and returns
+//! items found in chunk i only: a statement, its verbatim reference span and its entities.
+//! Each reference span is then located in the document; offsets are recorded only when the
+//! span is found (exactly, or up to case and whitespace), never guessed.
+
+pub mod config;
+pub mod llm;
+mod locate;
+pub mod rules;
+mod window;
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow::array::{Int32Array, Int64Array, RecordBatch, StringArray};
+use flexstruct_schemas::{Table, col};
+use rayon::prelude::*;
+use serde::Serialize;
+
+pub use config::ExtractConfig;
+pub use llm::LlmExtractor;
+pub use locate::{Locator, Match};
+pub use rules::RulesExtractor;
+pub use window::Window;
+
+use super::driver::{BucketOutput, BucketStage, RunContext, run_buckets};
+use super::Stage;
+use crate::core::backend::BackendId;
+use crate::core::ids::value_fingerprint;
+use crate::core::text::{ByteOffsets, CharOffsets};
+use crate::core::{Error, Result};
+use crate::io::parquet::{string_column, string_lists, typed};
+use crate::io::{CallRecord, Failure, FailureKind, StageMetrics, UnitError};
+
+/// Stage name.
+pub const STAGE: &str = Stage::Extract.name();
+/// Bumped whenever the same chunks and config would extract differently.
+const VERSION: &str = "2";
+
+/// What an extractor is asked: the window prefix (oldest first) and the target chunk.
+#[derive(Debug, Clone, Copy)]
+pub struct ItemRequest<'a> {
+    /// Document the chunk belongs to.
+    pub doc_id: &'a str,
+    /// Texts of the preceding chunks in the window.
+    pub window: &'a [&'a str],
+    /// Text of the chunk to extract from.
+    pub target: &'a str,
+}
+
+/// An item as an extractor returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtractedItem {
+    /// The relational statement.
+    pub text: String,
+    /// The supporting span, verbatim from the target chunk.
+    pub ref_text: String,
+    /// Entity names as they appear in the text.
+    pub entities: Vec<String>,
+    /// Byte range of `ref_text` in the target chunk, when the extractor knows it.
+    pub span: Option<Range<usize>>,
+}
+
+/// The item-extraction capability: turns a chunk (with its window) into items. Backends:
+/// [`RulesExtractor`] (offline) and [`LlmExtractor`].
+pub trait Extractor: Sync {
+    /// Who extracts: part of the fingerprint of `items`, and its label is `items.extractor`.
+    fn identity(&self) -> BackendId;
+    /// Items of many requests, in order; backends that wait on the network run them
+    /// concurrently.
+    fn extract_all(&self, requests: &[ItemRequest<'_>]) -> Vec<Result<Vec<ExtractedItem>, UnitError>>;
+    /// The calls made for the documents `sorted_doc_ids` since the last time (for `llm_calls`).
+    fn take_calls(&self, _sorted_doc_ids: &[String]) -> Vec<CallRecord> {
+        Vec::new()
+    }
+}
+
+/// Counts of extracted items and how their spans were located.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ExtractCounts {
+    /// Chunks extracted.
+    pub chunks: u64,
+    /// Items produced.
+    pub items: u64,
+    /// Items whose span was found verbatim.
+    pub located_exact: u64,
+    /// Items whose span was found up to case and whitespace.
+    pub located_normalised: u64,
+    /// Items whose span was not found (null offsets).
+    pub unlocated: u64,
+}
+
+impl ExtractCounts {
+    fn add(&mut self, o: &ExtractCounts) {
+        self.chunks += o.chunks;
+        self.items += o.items;
+        self.located_exact += o.located_exact;
+        self.located_normalised += o.located_normalised;
+        self.unlocated += o.unlocated;
+    }
+}
+
+/// The extract stage's own figures of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExtractDetails {
+    /// Who extracted.
+    pub extractor: BackendId,
+    /// The window in effect.
+    pub window: String,
+    /// Items and their spans.
+    #[serde(flatten)]
+    pub counts: ExtractCounts,
+}
+
+/// What an extract run did.
+pub type ExtractMetrics = StageMetrics<ExtractDetails>;
+
+/// Runs the extract stage with `extractor` over the context's shard.
+pub fn run(ctx: &RunContext<'_>, config: &ExtractConfig, extractor: &dyn Extractor) -> Result<ExtractMetrics> {
+    let window = Window::from(config);
+    let identity = extractor.identity();
+    let stage = BucketStage {
+        name: STAGE,
+        version: VERSION,
+        config_fingerprint: value_fingerprint(&(config, &identity))?,
+        inputs: vec![Table::Chunks, Table::Documents],
+        outputs: vec![Table::Items],
+    };
+    let label = identity.label();
+    let totals = std::sync::Mutex::new(ExtractCounts::default());
+    let metrics = run_buckets(ctx, &stage, |_, inputs| {
+        let (mut output, counts, doc_ids) = extract_bucket(&inputs[1], &inputs[0], window, extractor, &label)?;
+        totals.lock().map_err(|_| Error::Internal("counter lock poisoned".into()))?.add(&counts);
+        output.llm_calls = extractor.take_calls(&doc_ids);
+        Ok(output)
+    })?;
+    let counts = totals.into_inner().map_err(|_| Error::Internal("counter lock poisoned".into()))?;
+    Ok(metrics.with_details(ExtractDetails { extractor: identity, window: format!("{window:?}"), counts }))
+}
+
+/// One document's chunks, in order.
+struct DocChunks<'a> {
+    doc_id: &'a str,
+    text: &'a str,
+    /// (chunk_idx, char_start, text)
+    chunks: Vec<(i32, i64, &'a str)>,
+}
+
+/// A finished item row.
+struct ItemRow {
+    chunk_idx: i32,
+    item: ExtractedItem,
+    ref_chars: Option<(i64, i64)>,
+}
+
+fn extract_bucket(
+    documents: &[RecordBatch],
+    chunks: &[RecordBatch],
+    window: Window,
+    extractor: &dyn Extractor,
+    label: &str,
+) -> Result<(BucketOutput, ExtractCounts, Vec<String>)> {
+    let mut docs: Vec<DocChunks<'_>> = Vec::new();
+    for batch in documents {
+        let ids = string_column(batch, col::DOC_ID)?;
+        let texts = string_column(batch, col::TEXT)?;
+        docs.extend((0..batch.num_rows()).map(|i| DocChunks { doc_id: ids.value(i), text: texts.value(i), chunks: Vec::new() }));
+    }
+    docs.sort_by(|a, b| a.doc_id.cmp(b.doc_id));
+    for batch in chunks {
+        let ids = string_column(batch, col::DOC_ID)?;
+        let texts = string_column(batch, col::TEXT)?;
+        let idx = typed::<Int32Array>(batch, col::CHUNK_IDX)?;
+        let starts = typed::<Int64Array>(batch, col::CHAR_START)?;
+        for i in 0..batch.num_rows() {
+            // Chunks of a document that is no longer in `documents` are ignored; chunk reruns
+            // remove them.
+            if let Ok(d) = docs.binary_search_by(|d| d.doc_id.cmp(ids.value(i))) {
+                docs[d].chunks.push((idx.value(i), starts.value(i), texts.value(i)));
+            }
+        }
+    }
+    // Every chunk of the bucket is one request, so that a network backend can run them all
+    // concurrently; each sees the chunks of its window as context.
+    let mut texts: Vec<Vec<&str>> = Vec::with_capacity(docs.len());
+    for doc in &mut docs {
+        doc.chunks.sort_by_key(|c| c.0);
+        texts.push(doc.chunks.iter().map(|c| c.2).collect());
+    }
+    let mut requests = Vec::new();
+    for (doc, doc_texts) in docs.iter().zip(&texts) {
+        for position in 0..doc_texts.len() {
+            let prefix = window.prefix(position + 1);
+            requests.push(ItemRequest {
+                doc_id: doc.doc_id,
+                window: &doc_texts[prefix.start - 1..prefix.end - 1],
+                target: doc_texts[position],
+            });
+        }
+    }
+    let mut answers = extractor.extract_all(&requests).into_iter();
+    let mut per_doc = Vec::with_capacity(docs.len());
+    for doc in &docs {
+        per_doc.push((doc, answers.by_ref().take(doc.chunks.len()).collect::<Vec<_>>()));
+    }
+    let results: Vec<(Vec<ItemRow>, Vec<Failure>, ExtractCounts)> =
+        per_doc.into_par_iter().map(|(doc, answers)| locate_document(doc, answers)).collect();
+
+    let mut counts = ExtractCounts::default();
+    let mut failures = Vec::new();
+    let mut rows: Vec<(&str, Vec<ItemRow>)> = Vec::new();
+    for (doc, (items, doc_failures, doc_counts)) in docs.iter().zip(results) {
+        counts.add(&doc_counts);
+        failures.extend(doc_failures);
+        rows.push((doc.doc_id, items));
+    }
+    let batch = items_batch(&rows, label)?;
+    let doc_ids = docs.iter().map(|d| d.doc_id.to_owned()).collect();
+    Ok((BucketOutput { tables: vec![vec![batch]], failures, ..BucketOutput::default() }, counts, doc_ids))
+}
+
+/// Locates the spans of one document's extracted items and numbers them in extraction order.
+fn locate_document(
+    doc: &DocChunks<'_>,
+    answers: Vec<Result<Vec<ExtractedItem>, UnitError>>,
+) -> (Vec<ItemRow>, Vec<Failure>, ExtractCounts) {
+    let locator = Locator::new(doc.text);
+    let mut offsets = CharOffsets::new(doc.text);
+    let mut chunk_bytes = ByteOffsets::new(doc.text);
+    let mut rows = Vec::new();
+    let mut failures = Vec::new();
+    let mut counts = ExtractCounts::default();
+    let fail = |chunk_idx: i32, kind: FailureKind, message: String| Failure {
+        stage: STAGE.to_owned(),
+        doc_id: Some(doc.doc_id.to_owned()),
+        unit: format!("chunk {chunk_idx}"),
+        kind,
+        message: format!("{} chunk {chunk_idx}: {message}", doc.doc_id),
+    };
+    for (&(chunk_idx, char_start, text), answer) in doc.chunks.iter().zip(answers) {
+        let Some(chunk_byte) = usize::try_from(char_start).ok().and_then(|c| chunk_bytes.at(c)) else {
+            let message = format!("char_start {char_start} lies outside the document (the chunks are older than the documents)");
+            failures.push(fail(chunk_idx, FailureKind::InvalidField, message));
+            continue;
+        };
+        counts.chunks += 1;
+        let items = match answer {
+            Ok(items) => items,
+            Err(e) => {
+                failures.push(fail(chunk_idx, e.kind, e.message));
+                continue;
+            }
+        };
+        for item in items {
+            let found = match &item.span {
+                // The extractor knows where the span is; check it rather than trust it.
+                Some(span) if text.get(span.clone()) == Some(item.ref_text.as_str()) => {
+                    Some((chunk_byte + span.start..chunk_byte + span.end, Match::Exact))
+                }
+                _ => locator.find(&item.ref_text, chunk_byte),
+            };
+            let ref_chars = found.map(|(bytes, how)| {
+                match how {
+                    Match::Exact => counts.located_exact += 1,
+                    Match::Normalised => counts.located_normalised += 1,
+                }
+                (offsets.at(bytes.start) as i64, offsets.at(bytes.end) as i64)
+            });
+            if ref_chars.is_none() {
+                counts.unlocated += 1;
+            }
+            counts.items += 1;
+            rows.push(ItemRow { chunk_idx, item, ref_chars });
+        }
+    }
+    (rows, failures, counts)
+}
+
+fn items_batch(rows: &[(&str, Vec<ItemRow>)], extractor: &str) -> Result<RecordBatch> {
+    let n: usize = rows.iter().map(|(_, r)| r.len()).sum();
+    let mut doc_ids = Vec::with_capacity(n);
+    let mut item_idx = Vec::with_capacity(n);
+    let mut chunk_idx = Vec::with_capacity(n);
+    let mut texts = Vec::with_capacity(n);
+    let mut refs = Vec::with_capacity(n);
+    let mut starts = Vec::with_capacity(n);
+    let mut ends = Vec::with_capacity(n);
+    for (doc_id, items) in rows {
+        for (k, row) in items.iter().enumerate() {
+            doc_ids.push(*doc_id);
+            item_idx.push(i32::try_from(k).map_err(|_| Error::Internal("item index overflow".into()))?);
+            chunk_idx.push(row.chunk_idx);
+            texts.push(row.item.text.as_str());
+            refs.push(row.item.ref_text.as_str());
+            starts.push(row.ref_chars.map(|r| r.0));
+            ends.push(row.ref_chars.map(|r| r.1));
+        }
+    }
+    Ok(RecordBatch::try_new(
+        Table::Items.schema(),
+        vec![
+            Arc::new(StringArray::from(doc_ids)),
+            Arc::new(Int32Array::from(item_idx)),
+            Arc::new(Int32Array::from(chunk_idx)),
+            Arc::new(StringArray::from(texts)),
+            Arc::new(StringArray::from(refs)),
+            Arc::new(Int64Array::from(starts)),
+            Arc::new(Int64Array::from(ends)),
+            Arc::new(string_lists(rows.iter().flat_map(|(_, items)| items.iter().map(|r| r.item.entities.as_slice())))),
+            Arc::new(StringArray::from(vec![extractor; n])),
+        ],
+    )?)
+}

@@ -1,0 +1,19 @@
+//! The `[hypergraph]` section.
+
+use serde::{Deserialize, Serialize};
+
+/// The `[hypergraph]` section. Who writes the summaries above τ_s is `backends.summaries`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HypergraphConfig {
+    /// τ_s: entities with a larger hyperdegree get a condensed summary (by the summaries backend: the
+    /// rules keep their first τ_s hyperedge texts, an LLM writes one), the others the
+    /// concatenation of all their hyperedge texts.
+    pub tau_s: usize,
+}
+
+impl Default for HypergraphConfig {
+    fn default() -> Self {
+        HypergraphConfig { tau_s: 9 }
+    }
+}

@@ -1,0 +1,250 @@
+//! The ingest stage: a corpus (folder, JSON, JSON lines, Parquet) → the `documents` table.
+//!
+//! Documents are upserted by doc_id: new ones are added, changed ones replaced, and the others
+//! kept, so corpora can be added to an index piece by piece. `--prune` makes the shard's
+//! documents exactly the corpus given (and is refused when any input failed, since a document
+//! that could not be read this time must not be deleted). A bucket whose rows would not change
+//! is not rewritten, so an unchanged rerun leaves every file as it was.
+
+pub mod config;
+mod read;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{Int64Array, RecordBatch, StringArray};
+use flexstruct_schemas::{Table, col};
+use serde::Serialize;
+
+pub use config::IngestConfig;
+pub use read::{RawDoc, ReadOutcome, read_corpus};
+
+use super::{RunContext, Stage};
+use crate::core::Result;
+use crate::core::ids::{fingerprint, sha256_hex};
+use crate::io::failures::{self, Failure, FailureKind};
+use crate::io::parquet::{opt_str, part_fingerprint, part_row_count, read_part, remove_part, string_column, write_part};
+use crate::io::StageMetrics;
+
+/// Stage name.
+pub const STAGE: &str = Stage::Ingest.name();
+
+/// The ingest stage's own figures of a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct IngestDetails {
+    /// Files looked at.
+    pub files: u64,
+    /// Why `--prune` did not remove anything, when it was asked for and refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prune: Option<String>,
+}
+
+/// What an ingest run did.
+pub type IngestMetrics = StageMetrics<IngestDetails>;
+
+/// What to ingest.
+#[derive(Debug, Clone)]
+pub struct IngestOptions {
+    /// A corpus file or folder.
+    pub corpus: PathBuf,
+    /// Remove documents of the shard that are not in this corpus.
+    pub prune: bool,
+}
+
+/// A row of the `documents` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Document {
+    /// Stable id: as given, else `doc-` + the first 16 hex digits of the text's SHA-256.
+    pub doc_id: String,
+    /// Title, if any.
+    pub title: Option<String>,
+    /// Full text.
+    pub text: String,
+    /// Where it was read from.
+    pub source: String,
+    /// Hex SHA-256 of the text.
+    pub sha256: String,
+}
+
+impl Document {
+    fn from_raw(raw: RawDoc) -> Document {
+        let sha256 = sha256_hex(raw.text.as_bytes());
+        let doc_id = raw.doc_id.unwrap_or_else(|| format!("doc-{}", &sha256[..16]));
+        Document { doc_id, title: raw.title, text: raw.text, source: raw.source, sha256 }
+    }
+}
+
+/// Runs the ingest stage.
+pub fn run(ctx: &RunContext<'_>, config: &IngestConfig, options: &IngestOptions) -> Result<IngestMetrics> {
+    let started = Instant::now();
+    let index = &ctx.index;
+    index.check_shard(ctx.shard)?;
+    let outcome = read_corpus(&options.corpus, config.max_document_bytes)?;
+    let read_units = (outcome.docs.len() + outcome.failures.len()) as u64;
+    let (docs, mut failures) = assign_ids(outcome.docs);
+    failures.splice(0..0, outcome.failures);
+
+    let mut by_bucket: BTreeMap<u32, Vec<Document>> = BTreeMap::new();
+    for doc in docs.into_iter().filter(|d| ctx.shard.owns_doc(&d.doc_id)) {
+        by_bucket.entry(index.bucket_of(&doc.doc_id)).or_default().push(doc);
+    }
+    ctx.progress.start(by_bucket.values().map(|d| d.len() as u64).sum());
+
+    let mut metrics = IngestMetrics {
+        stage: STAGE.to_owned(),
+        shard: ctx.shard.to_string(),
+        inputs: vec![options.corpus.display().to_string()],
+        rows_in: read_units,
+        ..IngestMetrics::default()
+    };
+    let prune = options.prune && failures.is_empty();
+    if options.prune && !prune {
+        metrics.details.prune = Some(format!(
+            "skipped: {} input unit(s) failed, so documents absent from this run may be among them",
+            failures.len()
+        ));
+    }
+
+    for bucket in index.shard_buckets(ctx.shard) {
+        let incoming = by_bucket.remove(&bucket).unwrap_or_default();
+        let path = index.bucket_path(Table::Documents, bucket);
+        if incoming.is_empty() && !(prune && path.exists()) {
+            metrics.rows_out += part_row_count(&path)?;
+            continue;
+        }
+        let n_incoming = incoming.len() as u64;
+        let existing = read_documents(&path)?;
+        let before: HashMap<String, String> =
+            existing.iter().map(|d| (d.doc_id.clone(), d.sha256.clone())).collect();
+        let mut rows: BTreeMap<String, Document> = BTreeMap::new();
+        if !prune {
+            rows.extend(existing.into_iter().map(|d| (d.doc_id.clone(), d)));
+        }
+        for doc in incoming {
+            if before.get(&doc.doc_id) == Some(&doc.sha256) {
+                metrics.units_skipped += 1;
+            } else {
+                metrics.units_done += 1;
+            }
+            rows.insert(doc.doc_id.clone(), doc);
+        }
+        metrics.units_removed += before.keys().filter(|id| !rows.contains_key(*id)).count() as u64;
+        metrics.rows_out += rows.len() as u64;
+        let docs: Vec<Document> = rows.into_values().collect();
+        if docs.is_empty() {
+            remove_part(&path)?;
+        } else {
+            let fp = documents_fingerprint(&docs);
+            if part_fingerprint(&path, Table::Documents)?.as_deref() != Some(fp.as_str()) {
+                write_part(&path, Table::Documents, &fp, &[documents_batch(&docs)?])?;
+            }
+        }
+        ctx.progress.advance(n_incoming);
+    }
+
+    failures::replace(index, STAGE, &ctx.shard.tag(), &failures)?;
+    metrics.units_failed = failures.len() as u64;
+    metrics.details.files = outcome.files;
+    metrics.failures = failures;
+    metrics.seconds = started.elapsed().as_secs_f64();
+    Ok(metrics)
+}
+
+/// Gives every document its id and turns repeated ids into failures (the first one wins).
+fn assign_ids(raw: Vec<RawDoc>) -> (Vec<Document>, Vec<Failure>) {
+    let mut seen: HashMap<String, String> = HashMap::new();
+    let mut docs = Vec::new();
+    let mut failures = Vec::new();
+    for raw in raw {
+        let given = raw.doc_id.is_some();
+        let doc = Document::from_raw(raw);
+        if let Some(first) = seen.get(&doc.doc_id) {
+            let what = if given { "doc_id" } else { "text (same content-derived doc_id)" };
+            failures.push(Failure {
+                stage: STAGE.to_owned(),
+                doc_id: Some(doc.doc_id.clone()),
+                unit: doc.source.clone(),
+                kind: FailureKind::DuplicateId,
+                message: format!("{}: duplicate {what} `{}`, first seen at {first}", doc.source, doc.doc_id),
+            });
+            continue;
+        }
+        seen.insert(doc.doc_id.clone(), doc.source.clone());
+        docs.push(doc);
+    }
+    (docs, failures)
+}
+
+/// Reads the documents of one part file.
+pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let mut docs = Vec::new();
+    for batch in read_part(path, Table::Documents)? {
+        let ids = string_column(&batch, col::DOC_ID)?;
+        let titles = string_column(&batch, col::TITLE)?;
+        let texts = string_column(&batch, col::TEXT)?;
+        let sources = string_column(&batch, col::SOURCE)?;
+        let shas = string_column(&batch, col::SHA256)?;
+        for i in 0..batch.num_rows() {
+            docs.push(Document {
+                doc_id: ids.value(i).to_owned(),
+                title: opt_str(titles, i).map(str::to_owned),
+                text: texts.value(i).to_owned(),
+                source: sources.value(i).to_owned(),
+                sha256: shas.value(i).to_owned(),
+            });
+        }
+    }
+    Ok(docs)
+}
+
+fn documents_fingerprint(docs: &[Document]) -> String {
+    let mut parts = vec![STAGE.to_owned()];
+    for d in docs {
+        parts.extend([d.doc_id.clone(), d.sha256.clone(), d.title.clone().unwrap_or_default(), d.source.clone()]);
+    }
+    fingerprint(&parts.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+fn documents_batch(docs: &[Document]) -> Result<RecordBatch> {
+    Ok(RecordBatch::try_new(
+        Table::Documents.schema(),
+        vec![
+            Arc::new(docs.iter().map(|d| Some(d.doc_id.as_str())).collect::<StringArray>()),
+            Arc::new(docs.iter().map(|d| d.title.as_deref()).collect::<StringArray>()),
+            Arc::new(docs.iter().map(|d| Some(d.text.as_str())).collect::<StringArray>()),
+            Arc::new(docs.iter().map(|d| Some(d.source.as_str())).collect::<StringArray>()),
+            Arc::new(docs.iter().map(|d| Some(d.sha256.as_str())).collect::<StringArray>()),
+            Arc::new(Int64Array::from_iter_values(docs.iter().map(|d| d.text.chars().count() as i64))),
+        ],
+    )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(id: Option<&str>, text: &str, source: &str) -> RawDoc {
+        RawDoc { doc_id: id.map(Into::into), title: None, text: text.into(), source: source.into() }
+    }
+
+    #[test]
+    fn ids_are_kept_or_derived_and_duplicates_fail() {
+        let (docs, failures) = assign_ids(vec![
+            raw(Some("x"), "one", "f:1"),
+            raw(None, "two", "f:2"),
+            raw(Some("x"), "three", "f:3"),
+            raw(None, "two", "g.txt"),
+        ]);
+        assert_eq!(docs.len(), 2);
+        assert_eq!(docs[0].doc_id, "x");
+        assert_eq!(docs[1].doc_id, format!("doc-{}", &sha256_hex(b"two")[..16]));
+        assert_eq!(failures.len(), 2);
+        assert_eq!(failures[0].message, "f:3: duplicate doc_id `x`, first seen at f:1");
+        assert!(failures[1].message.starts_with("g.txt: duplicate text"));
+    }
+}

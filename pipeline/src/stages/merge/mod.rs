@@ -1,0 +1,173 @@
+//! The merge stage: DataFusion SQL unions the per-document tables into the global collections
+//! of `kb/` (paper §3.2), joins in the vectors of the configured embedding model, builds the
+//! alias table and per-document statistics.
+//!
+//! Merge reads only per-document tables and rewrites `kb/` whole, so adding or removing a
+//! document (rebuilding its rows) and merging again gives exactly the kb a full rebuild gives.
+//! It is skipped when no input part changed since the last merge.
+
+pub mod sql;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, Int64Array, RecordBatch};
+use arrow::datatypes::Field;
+use flexstruct_schemas::{Table, col};
+use serde::Serialize;
+
+pub use sql::{kb_queries, register_functions};
+
+use super::driver::RunContext;
+use super::Stage;
+use crate::core::ids::fingerprint;
+use crate::core::{Error, Result, threads};
+use crate::io::parquet::{output_fingerprint, part_fingerprint, part_row_count, remove_part, row_count, string_column, typed, write_part};
+use crate::io::sql::IndexSql;
+use crate::io::{Index, Shard, StageMetrics};
+
+/// Stage name.
+pub const STAGE: &str = Stage::Merge.name();
+const VERSION: &str = "2";
+
+/// The merge stage's own figures of a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MergeDetails {
+    /// The embedding model whose vectors were joined.
+    pub model: String,
+    /// Entities per hyperdegree range (`1`, `2-3`, `4-9`, `10-30`, `31+`), when merged.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub hyperdegree_histogram: BTreeMap<String, i64>,
+}
+
+/// What a merge run did.
+pub type MergeMetrics = StageMetrics<MergeDetails>;
+
+/// Inputs of the merge: every per-document table (embeddings included).
+fn inputs() -> impl Iterator<Item = Table> {
+    Table::ALL.into_iter().filter(|t| t.is_per_document())
+}
+
+/// Runs the merge stage (the whole index; merge does not shard), joining the vectors of
+/// embedding model `model`.
+pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
+    let started = std::time::Instant::now();
+    if ctx.shard != Shard::ALL {
+        return Err(Error::config(
+            "--shard",
+            format!("{}: merge reads every document and runs once for the whole index, after all shards of the other stages", ctx.shard),
+        ));
+    }
+    let index = &ctx.index;
+    let mut parts = vec![STAGE.to_owned(), VERSION.to_owned(), model.to_owned()];
+    let mut rows_in = 0u64;
+    for table in inputs() {
+        for part in index.parts(table)? {
+            // Paths relative to the index, so that a moved or copied index stays up to date.
+            let name = part.strip_prefix(index.root()).unwrap_or(&part);
+            parts.push(format!("{}:{}", name.display(), part_fingerprint(&part, table)?.unwrap_or_default()));
+            rows_in += part_row_count(&part)?;
+        }
+    }
+    let expected = fingerprint(&parts.iter().map(String::as_str).collect::<Vec<_>>());
+    let queries = kb_queries(model);
+    let mut metrics = MergeMetrics {
+        stage: STAGE.to_owned(),
+        shard: ctx.shard.to_string(),
+        inputs: inputs().map(|t| t.dir().to_owned()).collect(),
+        rows_in,
+        details: MergeDetails { model: model.to_owned(), ..MergeDetails::default() },
+        ..MergeMetrics::default()
+    };
+    ctx.progress.start(queries.len() as u64);
+    let up_to_date = queries
+        .iter()
+        .map(|(t, _)| output_fingerprint(&kb_part(index, *t), *t))
+        .collect::<Result<Vec<_>>>()?
+        .iter()
+        .all(|fp| fp.as_deref() == Some(expected.as_str()));
+    if up_to_date {
+        metrics.units_skipped = queries.len() as u64;
+        ctx.progress.advance(queries.len() as u64);
+        for (t, _) in &queries {
+            metrics.rows_out += part_row_count(&kb_part(index, *t))?;
+        }
+        metrics.seconds = started.elapsed().as_secs_f64();
+        return Ok(metrics);
+    }
+
+    threads::runtime()?.block_on(async {
+        let sql = IndexSql::open(index).await?;
+        register_functions(&sql);
+        for (table, query) in &queries {
+            let batches = sql.context().sql(query).await?.collect().await?;
+            let batches = conform(*table, batches)?;
+            metrics.rows_out += row_count(&batches) as u64;
+            let path = kb_part(index, *table);
+            if batches.is_empty() {
+                write_part(&path, *table, &expected, &[RecordBatch::new_empty(table.schema())])?;
+            } else {
+                write_part(&path, *table, &expected, &batches)?;
+            }
+            metrics.units_done += 1;
+            ctx.progress.advance(1);
+        }
+        // Global counts and the hyperdegree distribution, for the run record.
+        let stats = sql
+            .context()
+            .sql(&format!(
+                "SELECT CASE WHEN {h} = 1 THEN '1' WHEN {h} <= 3 THEN '2-3' WHEN {h} <= 9 THEN '4-9' \
+                 WHEN {h} <= 30 THEN '10-30' ELSE '31+' END AS bin, count(*) AS n FROM entities GROUP BY 1 ORDER BY 1",
+                h = col::HYPERDEGREE
+            ))
+            .await?
+            .collect()
+            .await?;
+        for batch in &stats {
+            let bins = string_column(batch, "bin")?;
+            let counts = typed::<Int64Array>(batch, "n")?;
+            for i in 0..batch.num_rows() {
+                metrics.details.hyperdegree_histogram.insert(bins.value(i).to_owned(), counts.value(i));
+            }
+        }
+        Ok::<(), Error>(())
+    })?;
+    // Parts of earlier layouts (none yet) would be removed here; kb tables have one part each.
+    for (table, _) in &queries {
+        for part in index.parts(*table)? {
+            if part != kb_part(index, *table) {
+                remove_part(&part)?;
+            }
+        }
+    }
+    metrics.seconds = started.elapsed().as_secs_f64();
+    Ok(metrics)
+}
+
+/// The one part file of a kb table.
+pub fn kb_part(index: &Index, table: Table) -> std::path::PathBuf {
+    index.table_dir(table).join("part-0000.parquet")
+}
+
+/// Gives query results the exact field names and nullability of the kb table (DataFusion
+/// marks computed columns nullable and may name them after the expression).
+fn conform(table: Table, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
+    let template = table.schema();
+    batches
+        .into_iter()
+        .map(|batch| {
+            let fields: Vec<Field> = template
+                .fields()
+                .iter()
+                .zip(batch.schema().fields())
+                .map(|(want, got)| Field::new(want.name(), got.data_type().clone(), want.is_nullable() || got.is_nullable() && want.is_nullable()))
+                .collect();
+            for (f, column) in fields.iter().zip(batch.columns()) {
+                if !f.is_nullable() && column.null_count() > 0 {
+                    return Err(Error::Internal(format!("kb table {table}: column `{}` has nulls", f.name())));
+                }
+            }
+            Ok(RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), batch.columns().to_vec())?)
+        })
+        .collect()
+}

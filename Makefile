@@ -35,7 +35,7 @@ EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONF
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help build model demo test bench ingest chunk extract hypergraph graph embed cluster merge index query eval ablate sweep qa-index sql clean
+.PHONY: help build model demo lint test bench ingest chunk extract hypergraph graph embed cluster merge index query eval ablate sweep qa-index sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -89,7 +89,11 @@ demo: build model ## Run every stage on the bundled sample corpus and print a SQ
 	@echo "Ask your own: make query Q=\"Who chaired the talks on the Kestrel Valley Water Compact?\""
 	@echo "Inspect further with: make sql Q=\"SELECT * FROM kb.hyperedges LIMIT 5\""
 
-test: model ## Build and run the whole test suite
+lint: ## Check formatting (rustfmt) and lints (clippy, warnings are errors) of every target
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+test: model lint ## Lint, then build and run the whole test suite (what CI runs)
 	$(CARGO) test --workspace
 
 bench: build model ## Time every stage and a question batch per mode on QA=<set> (wall time, peak memory, statistics), then the LLM client's throughput

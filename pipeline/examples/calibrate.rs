@@ -15,8 +15,8 @@ use std::path::Path;
 
 use flexstruct_pipeline::config::Config;
 use flexstruct_pipeline::io::Index;
-use flexstruct_pipeline::query::scan::{Vectors, dot};
 use flexstruct_pipeline::query::read_questions;
+use flexstruct_pipeline::query::scan::{Vectors, dot};
 
 /// Lowercase, punctuation to spaces, articles dropped, whitespace collapsed.
 fn normalise(s: &str) -> String {
@@ -42,14 +42,18 @@ fn main() {
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            v["answers"].as_array().map(|a| a.iter().filter_map(|x| x.as_str()).map(normalise).filter(|s| !s.is_empty()).collect()).unwrap_or_default()
+            v["answers"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|x| x.as_str()).map(normalise).filter(|s| !s.is_empty()).collect())
+                .unwrap_or_default()
         })
         .collect();
     let index = Index::open(index).expect("index");
     let engine = flexstruct_pipeline::compose::open_engine(&index, &config).expect("engine");
     let prepared = engine.prepare(read_questions(questions).unwrap()).unwrap();
     let kb = &engine.kb;
-    let texts = |array: &arrow::array::StringArray| array.iter().map(|t| normalise(t.unwrap_or_default())).collect::<Vec<_>>();
+    let texts =
+        |array: &arrow::array::StringArray| array.iter().map(|t| normalise(t.unwrap_or_default())).collect::<Vec<_>>();
     let units: [(&str, Vec<String>, &Vectors); 3] = [
         ("hyperedge", texts(&kb.hyperedges.ref_text), &kb.hyperedges.vectors),
         ("edge", texts(&kb.edges.text), &kb.edges.vectors),
@@ -62,7 +66,11 @@ fn main() {
         for (q, answers) in prepared.vectors.iter().zip(&gold) {
             let scores: Vec<f32> = (0..vectors.len()).map(|r| dot(vectors.row(r), q)).collect();
             let relevant = (0..vectors.len())
-                .filter(|&r| answers.iter().any(|a| a.split(' ').count() <= 8 && format!(" {} ", normalised[r]).contains(&format!(" {a} "))))
+                .filter(|&r| {
+                    answers.iter().any(|a| {
+                        a.split(' ').count() <= 8 && format!(" {} ", normalised[r]).contains(&format!(" {a} "))
+                    })
+                })
                 .map(|r| scores[r])
                 .fold(f32::NAN, f32::max);
             if !relevant.is_nan() {

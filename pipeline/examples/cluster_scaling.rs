@@ -6,9 +6,9 @@
 
 use std::time::Instant;
 
-use flexstruct_pipeline::stages::cluster::{Point, cluster_document};
-use flexstruct_pipeline::stages::cluster::ClusterConfig;
 use flexstruct_pipeline::models::normalise;
+use flexstruct_pipeline::stages::cluster::ClusterConfig;
+use flexstruct_pipeline::stages::cluster::{Point, cluster_document};
 
 fn main() {
     let sizes: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();

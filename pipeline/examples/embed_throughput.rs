@@ -22,10 +22,35 @@ fn main() {
             .take(n)
             .collect(),
         None => {
-            let words = ["river", "authority", "measured", "the", "flow", "at", "gauge", "every", "summer", "and", "published",
-                "readings", "for", "towns", "farms", "drought", "fund", "paid", "growers", "compact", "signed", "in", "May"];
+            let words = [
+                "river",
+                "authority",
+                "measured",
+                "the",
+                "flow",
+                "at",
+                "gauge",
+                "every",
+                "summer",
+                "and",
+                "published",
+                "readings",
+                "for",
+                "towns",
+                "farms",
+                "drought",
+                "fund",
+                "paid",
+                "growers",
+                "compact",
+                "signed",
+                "in",
+                "May",
+            ];
             (0..n)
-                .map(|i| (0..30).map(|k| words[(i * 7 + k * 13 + k * k) % words.len()]).collect::<Vec<_>>().join(" ") + ".")
+                .map(|i| {
+                    (0..30).map(|k| words[(i * 7 + k * 13 + k * k) % words.len()]).collect::<Vec<_>>().join(" ") + "."
+                })
                 .collect()
         }
     };

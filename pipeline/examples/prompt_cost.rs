@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 
 use arrow::array::Int32Array;
-use flexstruct_pipeline::stages::extract::Window;
+use flexstruct_pipeline::core::tokens::TokenCounter;
 use flexstruct_pipeline::io::Index;
 use flexstruct_pipeline::io::parquet::{read_table, string_column, typed};
 use flexstruct_pipeline::llm::prompts::items_messages;
-use flexstruct_pipeline::core::tokens::TokenCounter;
+use flexstruct_pipeline::stages::extract::Window;
 use flexstruct_schemas::{Table, col};
 
 fn main() {
@@ -49,7 +49,9 @@ fn main() {
         requests += texts.len();
     }
     println!("documents {}, chunks (= extraction requests) {requests}, corpus tokens {corpus}", docs.len());
-    for (label, total) in [(format!("window g_max={g_max} g_overlap={g_overlap}"), totals[0]), ("no window".to_owned(), totals[1])] {
+    for (label, total) in
+        [(format!("window g_max={g_max} g_overlap={g_overlap}"), totals[0]), ("no window".to_owned(), totals[1])]
+    {
         println!("{label}: {total} prompt tokens, {:.2} per corpus token", total as f64 / corpus as f64);
     }
 }

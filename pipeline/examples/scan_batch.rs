@@ -10,8 +10,8 @@ use std::time::Instant;
 
 use flexstruct_pipeline::config::Config;
 use flexstruct_pipeline::io::Index;
-use flexstruct_pipeline::query::scan::Vectors;
 use flexstruct_pipeline::query::read_questions;
+use flexstruct_pipeline::query::scan::Vectors;
 
 /// Median of three runs of `f`, in milliseconds.
 fn median_ms(mut f: impl FnMut()) -> f64 {
@@ -31,7 +31,8 @@ fn main() {
     let (index, questions) = (Path::new(&args[0]), Path::new(&args[1]));
     let k: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(7);
     let index = Index::open(index).expect("index");
-    let engine = flexstruct_pipeline::compose::open_engine(&index, &Config::load(None).expect("config")).expect("engine");
+    let engine =
+        flexstruct_pipeline::compose::open_engine(&index, &Config::load(None).expect("config")).expect("engine");
     let prepared = engine.prepare(read_questions(questions).unwrap()).unwrap();
     let queries: Vec<&[f32]> = prepared.vectors.iter().map(Vec::as_slice).collect();
     let n = queries.len() as f64;

@@ -14,7 +14,9 @@ use crate::core::{Error, Result};
 use crate::io::{Index, Shard, StageMetrics, record_run};
 use crate::llm::Runner;
 use crate::models::embedder_for;
-use crate::query::{Answerer, Engine, ExtractiveAnswerer, LlmAnswerer, LlmQueryEntities, QueryEntities, RulesQueryEntities};
+use crate::query::{
+    Answerer, Engine, ExtractiveAnswerer, LlmAnswerer, LlmQueryEntities, QueryEntities, RulesQueryEntities,
+};
 use crate::stages::extract::{self, Extractor, LlmExtractor, RulesExtractor};
 use crate::stages::graph::{self, LlmRelations, RelationExtractor, RulesRelations};
 use crate::stages::hypergraph::{self, LlmSummarizer, RulesSummarizer, Summarizer};
@@ -178,7 +180,11 @@ pub fn rebuild(index: &Index, config: &Config, first: Stage) -> Result<Vec<Stage
         let metrics = run_stage(stage, &ctx, config)?;
         record_run(index, &metrics, config)?;
         if metrics.units_failed > 0 {
-            return Err(Error::StageFailed { stage: metrics.stage, path: index.root().to_owned(), units: metrics.units_failed });
+            return Err(Error::StageFailed {
+                stage: metrics.stage,
+                path: index.root().to_owned(),
+                units: metrics.units_failed,
+            });
         }
         runs.push(metrics);
     }
@@ -245,7 +251,7 @@ mod tests {
         copy_index(&a, &b).unwrap();
         assert_eq!(std::fs::read(b.join("t/part-0000.parquet")).unwrap(), b"one");
         // A stage replaces a file by renaming a new one over it: the original stays.
-        crate::io::parquet::write_file_atomic(&b.join("t/part-0000.parquet"), b"two").unwrap();
+        crate::io::files::write_file_atomic(&b.join("t/part-0000.parquet"), b"two").unwrap();
         assert_eq!(std::fs::read(a.join("t/part-0000.parquet")).unwrap(), b"one");
     }
 
@@ -255,9 +261,18 @@ mod tests {
         let rules = Backends::new(&Config::default(), dir.path()).unwrap();
         assert_eq!(rules.extractor().identity().label(), "rules");
         assert!(rules.llm(Capability::Answers).is_none());
-        let mut config = Config::default();
-        config.llm = Some(crate::llm::LlmConfig { base_url: "http://127.0.0.1:9/v1".into(), model: "m".into(), ..Default::default() });
-        config.backends.summaries = Some(crate::config::BackendChoice::Rules);
+        let config = Config {
+            llm: Some(crate::llm::LlmConfig {
+                base_url: "http://127.0.0.1:9/v1".into(),
+                model: "m".into(),
+                ..Default::default()
+            }),
+            backends: crate::config::BackendsConfig {
+                summaries: Some(crate::config::BackendChoice::Rules),
+                ..Default::default()
+            },
+            ..Config::default()
+        };
         let mixed = Backends::new(&config, dir.path()).unwrap();
         assert_eq!(mixed.extractor().identity().label(), "llm:m");
         assert_eq!(mixed.summarizer().identity().label(), "rules");

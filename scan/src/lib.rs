@@ -145,7 +145,9 @@ pub fn top_k_batch(values: &[f32], dim: usize, queries: &[&[f32]], threshold: f3
     let blocks: Vec<Vec<Vec<Hit>>> = values
         .par_chunks(BLOCK_ROWS * dim)
         .enumerate()
-        .map(|(block, values)| arch.dispatch(BlockScan { values, dim, first_row: block * BLOCK_ROWS, queries, threshold, k }))
+        .map(|(block, values)| {
+            arch.dispatch(BlockScan { values, dim, first_row: block * BLOCK_ROWS, queries, threshold, k })
+        })
         .collect();
     (0..queries.len()).map(|q| keep_best(blocks.iter().flat_map(|b| b[q].iter().copied()).collect(), k)).collect()
 }
@@ -174,7 +176,10 @@ impl WithSimd for RowScores<'_> {
         let mut out = Vec::with_capacity(self.rows.len());
         for &row in self.rows {
             let row = row as usize;
-            out.push(Hit { row, score: dot_with(simd, &self.values[row * self.dim..(row + 1) * self.dim], self.query) });
+            out.push(Hit {
+                row,
+                score: dot_with(simd, &self.values[row * self.dim..(row + 1) * self.dim], self.query),
+            });
         }
         out
     }

@@ -225,7 +225,12 @@ impl Table {
     /// Version 2 of hyperedges, entities, edges and their kb tables added the `backend` column.
     pub fn schema_version(self) -> u32 {
         match self {
-            Table::Hyperedges | Table::Entities | Table::Edges | Table::KbHyperedges | Table::KbEntities | Table::KbEdges => 2,
+            Table::Hyperedges
+            | Table::Entities
+            | Table::Edges
+            | Table::KbHyperedges
+            | Table::KbEntities
+            | Table::KbEdges => 2,
             _ => SCHEMA_VERSION,
         }
     }
@@ -272,16 +277,8 @@ fn embedding(nullable: bool) -> Field {
 
 fn fields(table: Table) -> Vec<Field> {
     use col::*;
-    let chunk_fields = || {
-        vec![
-            utf8(DOC_ID),
-            i32_(CHUNK_IDX),
-            utf8(TEXT),
-            i32_(N_TOKENS),
-            i64_(CHAR_START),
-            i64_(CHAR_END),
-        ]
-    };
+    let chunk_fields =
+        || vec![utf8(DOC_ID), i32_(CHUNK_IDX), utf8(TEXT), i32_(N_TOKENS), i64_(CHAR_START), i64_(CHAR_END)];
     let hyperedge_fields = || {
         vec![
             utf8(HYPEREDGE_ID),
@@ -318,14 +315,8 @@ fn fields(table: Table) -> Vec<Field> {
         ]
     };
     let cluster_fields = || vec![utf8(CLUSTER_ID), utf8(DOC_ID), utf8(TEXT)];
-    let member_fields = || {
-        vec![
-            utf8(CLUSTER_ID),
-            utf8(DOC_ID),
-            utf8(HYPEREDGE_ID),
-            Field::new(PROBABILITY, DataType::Float32, false),
-        ]
-    };
+    let member_fields =
+        || vec![utf8(CLUSTER_ID), utf8(DOC_ID), utf8(HYPEREDGE_ID), Field::new(PROBABILITY, DataType::Float32, false)];
     let incidence_fields = || vec![utf8(HYPEREDGE_ID), utf8(ENTITY_ID), utf8(DOC_ID)];
     let with_embedding = |mut f: Vec<Field>| {
         f.push(utf8_null(MODEL));
@@ -333,14 +324,7 @@ fn fields(table: Table) -> Vec<Field> {
         f
     };
     match table {
-        Table::Documents => vec![
-            utf8(DOC_ID),
-            utf8_null(TITLE),
-            utf8(TEXT),
-            utf8(SOURCE),
-            utf8(SHA256),
-            i64_(N_CHARS),
-        ],
+        Table::Documents => vec![utf8(DOC_ID), utf8_null(TITLE), utf8(TEXT), utf8(SOURCE), utf8(SHA256), i64_(N_CHARS)],
         Table::Chunks => chunk_fields(),
         Table::Items => vec![
             utf8(DOC_ID),
@@ -359,14 +343,9 @@ fn fields(table: Table) -> Vec<Field> {
         Table::Edges => edge_fields(),
         Table::Clusters => cluster_fields(),
         Table::ClusterMembers => member_fields(),
-        Table::Embeddings => vec![
-            utf8(UNIT),
-            utf8(ID),
-            utf8(DOC_ID),
-            utf8(MODEL),
-            utf8(INPUT_SHA256),
-            embedding(false),
-        ],
+        Table::Embeddings => {
+            vec![utf8(UNIT), utf8(ID), utf8(DOC_ID), utf8(MODEL), utf8(INPUT_SHA256), embedding(false)]
+        }
         Table::LlmCalls => vec![
             utf8(STAGE),
             utf8_null(DOC_ID),
@@ -380,13 +359,7 @@ fn fields(table: Table) -> Vec<Field> {
             Field::new(CACHED, DataType::Boolean, false),
             utf8(STATUS),
         ],
-        Table::Failures => vec![
-            utf8(STAGE),
-            utf8_null(DOC_ID),
-            utf8(UNIT),
-            utf8(KIND),
-            utf8(MESSAGE),
-        ],
+        Table::Failures => vec![utf8(STAGE), utf8_null(DOC_ID), utf8(UNIT), utf8(KIND), utf8(MESSAGE)],
         Table::Manifest => vec![
             utf8(RUN_ID),
             utf8(STAGE),
@@ -429,7 +402,11 @@ pub fn answers_schema() -> SchemaRef {
     static ANSWERS: LazyLock<SchemaRef> = LazyLock::new(|| {
         let f64_ = |name: &str| Field::new(name, DataType::Float64, false);
         let list_of = |name: &str, fields: Vec<Field>| {
-            Field::new(name, DataType::List(Arc::new(Field::new_list_field(DataType::Struct(fields.into()), false))), false)
+            Field::new(
+                name,
+                DataType::List(Arc::new(Field::new_list_field(DataType::Struct(fields.into()), false))),
+                false,
+            )
         };
         let evidence = vec![
             utf8(UNIT),
@@ -491,12 +468,8 @@ pub fn eval_results_schema() -> SchemaRef {
     RESULTS.clone()
 }
 
-static SCHEMAS: LazyLock<HashMap<Table, SchemaRef>> = LazyLock::new(|| {
-    Table::ALL
-        .into_iter()
-        .map(|t| (t, Arc::new(Schema::new(fields(t)))))
-        .collect()
-});
+static SCHEMAS: LazyLock<HashMap<Table, SchemaRef>> =
+    LazyLock::new(|| Table::ALL.into_iter().map(|t| (t, Arc::new(Schema::new(fields(t))))).collect());
 
 /// A table, file or batch that does not have the shape this build expects.
 #[derive(Debug, thiserror::Error)]
@@ -580,9 +553,7 @@ fn type_matches(expected: &DataType, found: &DataType) -> bool {
         (DataType::List(e), DataType::List(f)) | (DataType::LargeList(e), DataType::LargeList(f)) => {
             type_matches(e.data_type(), f.data_type())
         }
-        (DataType::FixedSizeList(e, _), DataType::FixedSizeList(f, _)) => {
-            type_matches(e.data_type(), f.data_type())
-        }
+        (DataType::FixedSizeList(e, _), DataType::FixedSizeList(f, _)) => type_matches(e.data_type(), f.data_type()),
         _ => expected == found,
     }
 }
@@ -610,11 +581,7 @@ pub fn check_schema(table: Table, found: &Schema, location: &str) -> Result<(), 
             });
         }
         if got.is_nullable() && !want.is_nullable() {
-            return Err(SchemaError::Nullability {
-                table,
-                location: location.to_owned(),
-                column: want.name().clone(),
-            });
+            return Err(SchemaError::Nullability { table, location: location.to_owned(), column: want.name().clone() });
         }
     }
     if let Some(extra) = found.fields().iter().find(|f| expected.field_with_name(f.name()).is_err()) {
@@ -629,11 +596,7 @@ pub fn check_schema(table: Table, found: &Schema, location: &str) -> Result<(), 
 }
 
 /// Checks the flexstruct key-value metadata of a Parquet file (table name and schema version).
-pub fn check_metadata(
-    table: Table,
-    metadata: &HashMap<String, String>,
-    location: &str,
-) -> Result<(), SchemaError> {
+pub fn check_metadata(table: Table, metadata: &HashMap<String, String>, location: &str) -> Result<(), SchemaError> {
     match metadata.get(meta::TABLE) {
         Some(found) if found == table.dir() => {}
         found => {

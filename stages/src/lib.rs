@@ -115,8 +115,12 @@ pub fn hint(error: &anyhow::Error) -> Option<String> {
         if let Some(e) = cause.downcast_ref::<Error>() {
             let hint = match e {
                 Error::Index { problem, .. } => match problem {
-                    IndexProblem::NotAnIndex(_) => "create it by running the ingest stage first (`make ingest CORPUS=… INDEX=…`)",
-                    IndexProblem::Damaged(_) => "index.json was written by this program; restore it or build the index anew",
+                    IndexProblem::NotAnIndex(_) => {
+                        "create it by running the ingest stage first (`make ingest CORPUS=… INDEX=…`)"
+                    }
+                    IndexProblem::Damaged(_) => {
+                        "index.json was written by this program; restore it or build the index anew"
+                    }
                     IndexProblem::BucketsFixed { .. } => "use a new index folder for another bucket count",
                     IndexProblem::NoKb => "build it with `make index` (or run `make merge` after the other stages)",
                     IndexProblem::IncompleteKb { .. } => "re-run `make merge`",
@@ -160,10 +164,9 @@ impl Bar {
             ProgressDrawTarget::stderr()
         };
         let bar = ProgressBar::with_draw_target(None, target);
-        let style = ProgressStyle::with_template(
-            "{prefix:>10} [{elapsed_precise}] {wide_bar} {pos}/{len} (ETA {eta}) {msg}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
+        let style =
+            ProgressStyle::with_template("{prefix:>10} [{elapsed_precise}] {wide_bar} {pos}/{len} (ETA {eta}) {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar());
         bar.set_style(style);
         bar.set_prefix(stage.to_owned());
         bar.enable_steady_tick(Duration::from_millis(200));
@@ -195,11 +198,8 @@ impl Progress for Bar {
 /// Loads the configuration and opens (or, for ingest, creates) the index.
 pub fn open(args: &CommonArgs, create: bool) -> anyhow::Result<(Config, Index)> {
     let config = Config::load(args.config.as_deref())?;
-    let index = if create {
-        Index::open_or_create(&args.index, config.index.buckets)?
-    } else {
-        Index::open(&args.index)?
-    };
+    let index =
+        if create { Index::open_or_create(&args.index, config.index.buckets)? } else { Index::open(&args.index)? };
     Ok((config, index))
 }
 

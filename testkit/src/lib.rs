@@ -157,9 +157,9 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) {
     let mut buffer = Vec::new();
     loop {
         let Some((head, body)) = read_request(&mut stream, &mut buffer).await else { return };
-        let authorization = head
-            .lines()
-            .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("authorization")).map(|(_, v)| v.trim().to_owned()));
+        let authorization = head.lines().find_map(|l| {
+            l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("authorization")).map(|(_, v)| v.trim().to_owned())
+        });
         let path = head.lines().next().and_then(|l| l.split_whitespace().nth(1)).unwrap_or("").to_owned();
         let request = Request { path, body: serde_json::from_slice(&body).unwrap_or(Value::Null), authorization };
         state.requests.lock().unwrap().push(request.clone());
@@ -182,7 +182,11 @@ async fn read_request(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<(S
             let head = String::from_utf8_lossy(&buffer[..end]).into_owned();
             let length = head
                 .lines()
-                .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("content-length")).and_then(|(_, v)| v.trim().parse::<usize>().ok()))
+                .find_map(|l| {
+                    l.split_once(':')
+                        .filter(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+                        .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+                })
                 .unwrap_or(0);
             while buffer.len() < end + 4 + length {
                 let n = stream.read(&mut chunk).await.ok()?;
@@ -287,7 +291,10 @@ pub fn pipeline_responder(request: &Request) -> Reply {
 /// A responder for `/embeddings`: each input gets a 4-d vector from its length and first byte
 /// (not normalised, so clients must normalise), answered in reverse order with indexes.
 pub fn embeddings_responder(request: &Request) -> Reply {
-    let inputs: Vec<String> = request.body["input"].as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default();
+    let inputs: Vec<String> = request.body["input"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
     let data: Vec<Value> = inputs
         .iter()
         .enumerate()

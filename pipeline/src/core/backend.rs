@@ -33,8 +33,14 @@ pub enum Capability {
 
 impl Capability {
     /// Every capability, in pipeline order.
-    pub const ALL: [Capability; 6] =
-        [Capability::Extract, Capability::Summaries, Capability::Relations, Capability::QueryEntities, Capability::Answers, Capability::Judge];
+    pub const ALL: [Capability; 6] = [
+        Capability::Extract,
+        Capability::Summaries,
+        Capability::Relations,
+        Capability::QueryEntities,
+        Capability::Answers,
+        Capability::Judge,
+    ];
 
     /// Its key in the `[backends]` section.
     pub fn key(self) -> &'static str {
@@ -109,7 +115,10 @@ impl BackendsConfig {
             BackendChoice::Llm if llm_configured => Ok(true),
             BackendChoice::Llm => {
                 let key = if self.own(capability).is_some() { capability.key() } else { "all" };
-                Err(Error::config(format!("backends.{key}"), "is \"llm\" but no [llm] section (base_url, model, api_key_env) is configured"))
+                Err(Error::config(
+                    format!("backends.{key}"),
+                    "is \"llm\" but no [llm] section (base_url, model, api_key_env) is configured",
+                ))
             }
         }
     }
@@ -172,7 +181,11 @@ mod tests {
 
     #[test]
     fn a_capability_set_on_its_own_wins_over_all() {
-        let config = BackendsConfig { all: BackendChoice::Llm, summaries: Some(BackendChoice::Rules), ..BackendsConfig::default() };
+        let config = BackendsConfig {
+            all: BackendChoice::Llm,
+            summaries: Some(BackendChoice::Rules),
+            ..BackendsConfig::default()
+        };
         assert!(config.uses_llm(Capability::Extract, true).unwrap());
         assert!(!config.uses_llm(Capability::Summaries, true).unwrap());
         let err = config.uses_llm(Capability::Extract, false).unwrap_err();
@@ -187,8 +200,17 @@ mod tests {
     #[test]
     fn identities_label_and_serialise() {
         assert_eq!(BackendId::RULES.label(), "rules");
-        let llm = BackendId::Llm { model: "m".into(), base_url: "u".into(), prompt_version: "p".into(), temperature: 0.0, max_tokens: 9 };
+        let llm = BackendId::Llm {
+            model: "m".into(),
+            base_url: "u".into(),
+            prompt_version: "p".into(),
+            temperature: 0.0,
+            max_tokens: 9,
+        };
         assert_eq!(llm.label(), "llm:m");
-        assert_eq!(serde_json::to_value(&BackendId::RULES).unwrap(), serde_json::json!({"backend": "rules", "version": "1"}));
+        assert_eq!(
+            serde_json::to_value(&BackendId::RULES).unwrap(),
+            serde_json::json!({"backend": "rules", "version": "1"})
+        );
     }
 }

@@ -187,7 +187,9 @@ pub enum IndexProblem {
     #[error("index.json is damaged")]
     Damaged(#[source] serde_json::Error),
     /// The configuration asks for another bucket count than the index was created with.
-    #[error("was created with {created} buckets but the configuration asks for {asked}; the bucket count of an index cannot change")]
+    #[error(
+        "was created with {created} buckets but the configuration asks for {asked}; the bucket count of an index cannot change"
+    )]
     BucketsFixed {
         /// Buckets of the index.
         created: u32,
@@ -287,14 +289,22 @@ impl From<datafusion::error::DataFusionError> for Error {
 mod tests {
     use super::*;
 
-
     #[test]
     fn causes_are_kept_and_context_is_named() {
-        let e = Error::index("idx", IndexProblem::ModelMismatch { table: "kb/entities".into(), found: "a".into(), configured: "b".into() });
-        assert_eq!(chain_message(&e), "index idx: the kb was built with embedding model `a` (kb/entities), the configuration asks for `b`");
+        let e = Error::index(
+            "idx",
+            IndexProblem::ModelMismatch { table: "kb/entities".into(), found: "a".into(), configured: "b".into() },
+        );
+        assert_eq!(
+            chain_message(&e),
+            "index idx: the kb was built with embedding model `a` (kb/entities), the configuration asks for `b`"
+        );
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
         let e = Error::io("opening", "f.parquet")(io);
         assert_eq!(chain_message(&e), "f.parquet: opening: gone");
-        assert_eq!(Error::config("chunk.ct_max", "must be at least 1").to_string(), "invalid configuration: chunk.ct_max: must be at least 1");
+        assert_eq!(
+            Error::config("chunk.ct_max", "must be at least 1").to_string(),
+            "invalid configuration: chunk.ct_max: must be at least 1"
+        );
     }
 }

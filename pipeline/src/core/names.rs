@@ -4,8 +4,29 @@
 
 /// Person titles stripped from names for identity.
 pub const TITLES: &[&str] = &[
-    "dr", "doctor", "prof", "professor", "mr", "mrs", "ms", "miss", "sir", "dame", "lord", "lady", "rev",
-    "reverend", "judge", "mayor", "captain", "capt", "st", "saint", "king", "queen", "president",
+    "dr",
+    "doctor",
+    "prof",
+    "professor",
+    "mr",
+    "mrs",
+    "ms",
+    "miss",
+    "sir",
+    "dame",
+    "lord",
+    "lady",
+    "rev",
+    "reverend",
+    "judge",
+    "mayor",
+    "captain",
+    "capt",
+    "st",
+    "saint",
+    "king",
+    "queen",
+    "president",
 ];
 
 /// The identity key of an entity name: lowercase, possessives, titles, leading articles and
@@ -15,7 +36,8 @@ pub fn normalize(name: &str) -> String {
     let chars: Vec<char> = lowered.chars().collect();
     let mut cleaned = String::with_capacity(lowered.len());
     for (k, &c) in chars.iter().enumerate() {
-        let between_digits = k > 0 && k + 1 < chars.len() && chars[k - 1].is_ascii_digit() && chars[k + 1].is_ascii_digit();
+        let between_digits =
+            k > 0 && k + 1 < chars.len() && chars[k - 1].is_ascii_digit() && chars[k + 1].is_ascii_digit();
         if c.is_alphanumeric() || c == '%' || c == '³' || (c == '.' && between_digits) {
             cleaned.push(c);
         } else if c == ',' && between_digits {

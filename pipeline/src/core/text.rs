@@ -5,9 +5,9 @@ use std::ops::Range;
 
 /// Words after which a period does not end a sentence.
 const ABBREVIATIONS: &[&str] = &[
-    "dr", "mr", "mrs", "ms", "prof", "st", "sr", "jr", "mt", "ft", "no", "vs", "etc", "e.g", "i.e", "cf",
-    "fig", "al", "inc", "ltd", "co", "corp", "dept", "univ", "approx", "jan", "feb", "mar", "apr", "jun",
-    "jul", "aug", "sep", "sept", "oct", "nov", "dec", "gen", "col", "capt", "lt", "sgt", "rev", "hon",
+    "dr", "mr", "mrs", "ms", "prof", "st", "sr", "jr", "mt", "ft", "no", "vs", "etc", "e.g", "i.e", "cf", "fig", "al",
+    "inc", "ltd", "co", "corp", "dept", "univ", "approx", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
+    "sept", "oct", "nov", "dec", "gen", "col", "capt", "lt", "sgt", "rev", "hon",
 ];
 
 /// Byte offsets just after each sentence end in `s`: a `.`, `!`, `?` or `…` (with any closing
@@ -51,10 +51,7 @@ pub fn sentences(text: &str, range: Range<usize>) -> Vec<Range<usize>> {
     let mut cuts = vec![0];
     cuts.extend(sentence_ends(s));
     cuts.push(s.len());
-    cuts.windows(2)
-        .filter_map(|w| trim(s, w[0]..w[1]))
-        .map(|r| range.start + r.start..range.start + r.end)
-        .collect()
+    cuts.windows(2).filter_map(|w| trim(s, w[0]..w[1])).map(|r| range.start + r.start..range.start + r.end).collect()
 }
 
 /// `range` of `s` without surrounding whitespace, or None if nothing is left.
@@ -159,7 +156,9 @@ mod tests {
     #[test]
     fn sentences_respect_abbreviations_initials_and_numbers() {
         assert_eq!(
-            split("Dr. Hanne Wirtanen of NIRE spoke. Flow fell to 4.1 m³/s in 2003! Was J. R. Smith there? Yes (he was.) Done"),
+            split(
+                "Dr. Hanne Wirtanen of NIRE spoke. Flow fell to 4.1 m³/s in 2003! Was J. R. Smith there? Yes (he was.) Done"
+            ),
             [
                 "Dr. Hanne Wirtanen of NIRE spoke.",
                 "Flow fell to 4.1 m³/s in 2003!",

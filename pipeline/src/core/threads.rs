@@ -19,7 +19,9 @@ pub fn init(threads: Option<usize>) -> Result<usize> {
     match rayon::ThreadPoolBuilder::new().num_threads(threads).build_global() {
         Ok(()) => Ok(threads),
         Err(_) if count() == threads => Ok(threads),
-        Err(e) => Err(Error::Runtime { what: "the thread pool (it was started with another size)", source: Box::new(e) }),
+        Err(e) => {
+            Err(Error::Runtime { what: "the thread pool (it was started with another size)", source: Box::new(e) })
+        }
     }
 }
 

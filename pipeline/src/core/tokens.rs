@@ -33,11 +33,7 @@ impl TokenCounter {
 
     /// Byte length of each token of `text`, in order; they add up to `text.len()`.
     pub fn token_byte_lengths(&self, text: &str) -> Vec<usize> {
-        self.bpe
-            .encode_ordinary(text)
-            .into_iter()
-            .map(|t| self.bpe.decode_bytes(&[t]).map_or(0, |b| b.len()))
-            .collect()
+        self.bpe.encode_ordinary(text).into_iter().map(|t| self.bpe.decode_bytes(&[t]).map_or(0, |b| b.len())).collect()
     }
 }
 

@@ -16,8 +16,27 @@ pub const STOP_WORDS: &[&str] = &[
 /// Further words without content when a question is matched to sentences: articles (the text
 /// is not SQuAD-normalised there) and the words that ask rather than name.
 pub const QUESTION_STOP_WORDS: &[&str] = &[
-    "a", "an", "the", "shall", "any", "all", "some", "more", "most", "other", "if", "between", "both", "each", "same",
-    "describe", "explain", "discuss", "according", "role", "first",
+    "a",
+    "an",
+    "the",
+    "shall",
+    "any",
+    "all",
+    "some",
+    "more",
+    "most",
+    "other",
+    "if",
+    "between",
+    "both",
+    "each",
+    "same",
+    "describe",
+    "explain",
+    "discuss",
+    "according",
+    "role",
+    "first",
 ];
 
 /// Whether `word` (lowercase) carries no content for the recall measures.

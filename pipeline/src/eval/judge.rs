@@ -15,8 +15,15 @@ use crate::llm::prompts::{Prompt, judge_messages};
 use crate::llm::{CallContext, Runner};
 
 /// The seven dimensions, in report order.
-pub const DIMENSIONS: [&str; 7] =
-    ["comprehensiveness", "knowledgeability", "correctness", "relevance", "diversity", "logical_coherence", "factuality"];
+pub const DIMENSIONS: [&str; 7] = [
+    "comprehensiveness",
+    "knowledgeability",
+    "correctness",
+    "relevance",
+    "diversity",
+    "logical_coherence",
+    "factuality",
+];
 
 /// One answer to grade.
 #[derive(Debug, Clone, Copy)]
@@ -96,14 +103,23 @@ impl Judge for LlmJudge {
 
     fn grade(&self, requests: &[GradeRequest<'_>]) -> Vec<Option<[f64; 7]>> {
         let context = CallContext { stage: "eval".into(), doc_id: None, purpose: "judge".into() };
-        let asks = requests.iter().map(|r| (context.clone(), judge_messages(r.question, r.references, r.answer))).collect();
+        let asks =
+            requests.iter().map(|r| (context.clone(), judge_messages(r.question, r.references, r.answer))).collect();
         self.runner
             .ask_all::<Grades>(asks)
             .into_iter()
             .map(|g| {
                 g.ok().map(|g| {
-                    [g.comprehensiveness, g.knowledgeability, g.correctness, g.relevance, g.diversity, g.logical_coherence, g.factuality]
-                        .map(|s| s.clamp(0.0, 10.0))
+                    [
+                        g.comprehensiveness,
+                        g.knowledgeability,
+                        g.correctness,
+                        g.relevance,
+                        g.diversity,
+                        g.logical_coherence,
+                        g.factuality,
+                    ]
+                    .map(|s| s.clamp(0.0, 10.0))
                 })
             })
             .collect()

@@ -172,7 +172,10 @@ mod tests {
         // 3 content words of 4 (lost, 1952, storm?; "was" is a stop word).
         assert_eq!(c.answer_token_recall(&g(&["The Morning Star was lost in a storm"])), Some(0.75));
         assert_eq!(c.answer_token_recall(&g(&["of the"])), None);
-        assert_eq!(c.evidence_recall(&g(&["(Morning Star; lost; 1952)", "(Skerry Head; county; Cornwall)"])), Some(0.75));
+        assert_eq!(
+            c.evidence_recall(&g(&["(Morning Star; lost; 1952)", "(Skerry Head; county; Cornwall)"])),
+            Some(0.75)
+        );
         assert_eq!(c.evidence_recall(&[]), None);
         let cited: HashSet<&str> = ["a", "b"].into_iter().collect();
         assert_eq!(doc_recall(&g(&["a", "c"]), &cited), Some(0.5));

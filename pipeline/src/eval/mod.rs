@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use self::judge::{GradeRequest, Judge};
 use self::metrics::{ContextText, doc_recall, exact_match, f1, mean, percentile};
 use crate::core::{Error, Result};
-use crate::query::{Engine, Prepared, Question, QueryConfig, read_question_records};
+use crate::query::{Engine, Prepared, QueryConfig, Question, read_question_records};
 
 /// One question of an evaluation set (`questions.jsonl` of `../qa/<set>/`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -60,8 +60,10 @@ pub fn read_qa(path: &Path) -> Result<Vec<QaQuestion>> {
     records
         .into_iter()
         .map(|(q, value)| {
-            serde_json::from_value(value)
-                .map_err(|source| Error::InputJson { location: format!("{}: question `{}`", path.display(), q.id), source })
+            serde_json::from_value(value).map_err(|source| Error::InputJson {
+                location: format!("{}: question `{}`", path.display(), q.id),
+                source,
+            })
         })
         .collect()
 }
@@ -121,7 +123,13 @@ pub fn prepare(engine: &Engine, qa: &[QaQuestion]) -> Result<Prepared> {
 }
 
 /// Answers and scores every question under one variant.
-pub fn evaluate(engine: &Engine, prepared: &Prepared, qa: &[QaQuestion], variant: &Variant, judge: &dyn Judge) -> Result<Vec<Row>> {
+pub fn evaluate(
+    engine: &Engine,
+    prepared: &Prepared,
+    qa: &[QaQuestion],
+    variant: &Variant,
+    judge: &dyn Judge,
+) -> Result<Vec<Row>> {
     let answers = engine.answer(prepared, &variant.config)?;
     let requests: Vec<GradeRequest<'_>> = qa
         .iter()
@@ -287,12 +295,18 @@ mod tests {
     fn question_sets_are_checked_line_by_line() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("q.jsonl");
-        std::fs::write(&path, "{\"id\": \"a\", \"question\": \"Who?\", \"answers\": [\"X\"], \"type\": null}\n\n{\"id\": \"b\"}\n").unwrap();
+        std::fs::write(
+            &path,
+            "{\"id\": \"a\", \"question\": \"Who?\", \"answers\": [\"X\"], \"type\": null}\n\n{\"id\": \"b\"}\n",
+        )
+        .unwrap();
         let err = read_qa(&path).unwrap_err().to_string();
         assert!(err.contains("q.jsonl:3") && err.contains("question"), "{err}");
-        std::fs::write(&path, "{\"id\": \"a\", \"question\": \"Who?\"}\n{\"id\": \"a\", \"question\": \"Why?\"}\n").unwrap();
+        std::fs::write(&path, "{\"id\": \"a\", \"question\": \"Who?\"}\n{\"id\": \"a\", \"question\": \"Why?\"}\n")
+            .unwrap();
         assert!(read_qa(&path).unwrap_err().to_string().contains("appears twice"));
-        std::fs::write(&path, "{\"id\": \"a\", \"question\": \"Who?\", \"answers\": [\"X\"], \"doc_ids\": [\"d\"]}\n").unwrap();
+        std::fs::write(&path, "{\"id\": \"a\", \"question\": \"Who?\", \"answers\": [\"X\"], \"doc_ids\": [\"d\"]}\n")
+            .unwrap();
         let qa = read_qa(&path).unwrap();
         assert_eq!((qa[0].answers.clone(), qa[0].kind.clone(), qa[0].doc_ids.len()), (vec!["X".to_owned()], None, 1));
     }

@@ -20,7 +20,11 @@ fn plot_error<E: std::error::Error + Send + Sync + 'static>(path: &Path) -> impl
     move |e| Error::Chart { path: path.to_owned(), source: Box::new(e) }
 }
 
-type Chart<'a> = ChartContext<'a, SVGBackend<'a>, Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>>;
+type Chart<'a> = ChartContext<
+    'a,
+    SVGBackend<'a>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
 
 /// Draws the legend and writes the file.
 fn finish(path: &Path, mut chart: Chart<'_>, root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Result<()> {
@@ -37,7 +41,13 @@ fn finish(path: &Path, mut chart: Chart<'_>, root: &DrawingArea<SVGBackend<'_>, 
 
 /// Horizontal grouped bars: one band per variant (top to bottom in the given order), one bar
 /// per measure; a missing value draws no bar.
-pub fn grouped_bars(path: &Path, title: &str, variants: &[String], x_desc: &str, measures: &[(&str, Vec<Option<f64>>)]) -> Result<()> {
+pub fn grouped_bars(
+    path: &Path,
+    title: &str,
+    variants: &[String],
+    x_desc: &str,
+    measures: &[(&str, Vec<Option<f64>>)],
+) -> Result<()> {
     let err = plot_error(path);
     let height = 80 + 22 * measures.len().max(1) as u32 * variants.len().max(1) as u32 / 2 + 20 * variants.len() as u32;
     let root = SVGBackend::new(path, (960, height.max(240))).into_drawing_area();
@@ -59,7 +69,11 @@ pub fn grouped_bars(path: &Path, title: &str, variants: &[String], x_desc: &str,
         .y_label_formatter(&|y| {
             // Variant i is drawn around y = n − 1 − i.
             let k = y.round();
-            if (y - k).abs() < 0.01 && k >= 0.0 { names.get(n - 1 - (k as usize).min(n - 1)).cloned().unwrap_or_default() } else { String::new() }
+            if (y - k).abs() < 0.01 && k >= 0.0 {
+                names.get(n - 1 - (k as usize).min(n - 1)).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
         })
         .x_desc(x_desc)
         .draw()
@@ -80,7 +94,14 @@ pub fn grouped_bars(path: &Path, title: &str, variants: &[String], x_desc: &str,
 }
 
 /// Curves of measures against a parameter's values.
-pub fn curves(path: &Path, title: &str, parameter: &str, y_desc: &str, xs: &[f64], series: &[(&str, Vec<Option<f64>>)]) -> Result<()> {
+pub fn curves(
+    path: &Path,
+    title: &str,
+    parameter: &str,
+    y_desc: &str,
+    xs: &[f64],
+    series: &[(&str, Vec<Option<f64>>)],
+) -> Result<()> {
     let err = plot_error(path);
     let root = SVGBackend::new(path, (720, 420)).into_drawing_area();
     root.fill(&WHITE).map_err(&err)?;
@@ -118,11 +139,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bars = dir.path().join("bars.svg");
         let variants = vec!["hybrid".to_owned(), "w/o ER+SSC".to_owned()];
-        grouped_bars(&bars, "Strategies", &variants, "%", &[("answer recall", vec![Some(60.0), Some(40.0)]), ("F1", vec![Some(20.0), None])]).unwrap();
+        grouped_bars(
+            &bars,
+            "Strategies",
+            &variants,
+            "%",
+            &[("answer recall", vec![Some(60.0), Some(40.0)]), ("F1", vec![Some(20.0), None])],
+        )
+        .unwrap();
         let svg = std::fs::read_to_string(&bars).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("w/o ER+SSC") && svg.contains("answer recall"), "{svg}");
         let lines = dir.path().join("lines.svg");
-        curves(&lines, "N_EH", "N_EH", "%", &[1.0, 3.0, 7.0], &[("answer recall", vec![Some(30.0), Some(45.0), None])]).unwrap();
+        curves(&lines, "N_EH", "N_EH", "%", &[1.0, 3.0, 7.0], &[("answer recall", vec![Some(30.0), Some(45.0), None])])
+            .unwrap();
         let svg = std::fs::read_to_string(&lines).unwrap();
         assert!(svg.contains("<polyline") && svg.contains("N_EH"), "{svg}");
     }

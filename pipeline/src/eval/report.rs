@@ -7,7 +7,8 @@ use std::path::Path;
 use super::plot;
 use super::{Row, Stats};
 use crate::core::{Error, Result};
-use crate::io::parquet::{write_file_atomic, write_rows_parquet};
+use crate::io::files::write_file_atomic;
+use crate::io::parquet::write_rows_parquet;
 
 /// What a report is about, for its header.
 #[derive(Debug, Clone, Default)]
@@ -51,7 +52,14 @@ pub fn summary_table(summary: &[(String, Stats)]) -> String {
 
 /// Writes every output of an evaluation into `out` and returns the report's path. `extra` is
 /// Markdown appended to the report (cost table, sweep tables).
-pub fn write(out: &Path, header: &Header, rows: &[Row], summary: &[(String, Stats)], extra: &str, plots: &[(String, String)]) -> Result<std::path::PathBuf> {
+pub fn write(
+    out: &Path,
+    header: &Header,
+    rows: &[Row],
+    summary: &[(String, Stats)],
+    extra: &str,
+    plots: &[(String, String)],
+) -> Result<std::path::PathBuf> {
     std::fs::create_dir_all(out).map_err(Error::io("creating the output folder", out))?;
     let mut jsonl = String::new();
     for r in rows {
@@ -78,8 +86,10 @@ pub fn write(out: &Path, header: &Header, rows: &[Row], summary: &[(String, Stat
     if types.len() > 1 {
         md.push_str("\n## By question type\n");
         for t in types {
-            let per: Vec<(String, Stats)> =
-                summary.iter().filter_map(|(name, s)| s.by_type.as_ref().and_then(|b| b.get(t)).map(|st| (name.clone(), st.clone()))).collect();
+            let per: Vec<(String, Stats)> = summary
+                .iter()
+                .filter_map(|(name, s)| s.by_type.as_ref().and_then(|b| b.get(t)).map(|st| (name.clone(), st.clone())))
+                .collect();
             let _ = write!(md, "\n### {t}\n\n{}", summary_table(&per));
         }
     }
@@ -108,6 +118,15 @@ pub fn comparison_charts(out: &Path, title: &str, summary: &[(String, Stats)]) -
         ("F1", pick(|s| s.f1)),
     ];
     plot::grouped_bars(&out.join("measures.svg"), &format!("{title}: measures"), &names, "%", &measures)?;
-    plot::grouped_bars(&out.join("context_tokens.svg"), &format!("{title}: context tokens per question"), &names, "tokens (cl100k)", &[("context tokens", pick(|s| s.context_tokens_mean))])?;
-    Ok(vec![("measures per variant".into(), "measures.svg".into()), ("context tokens per variant".into(), "context_tokens.svg".into())])
+    plot::grouped_bars(
+        &out.join("context_tokens.svg"),
+        &format!("{title}: context tokens per question"),
+        &names,
+        "tokens (cl100k)",
+        &[("context tokens", pick(|s| s.context_tokens_mean))],
+    )?;
+    Ok(vec![
+        ("measures per variant".into(), "measures.svg".into()),
+        ("context tokens per variant".into(), "context_tokens.svg".into()),
+    ])
 }

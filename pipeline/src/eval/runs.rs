@@ -59,7 +59,10 @@ impl Parameter {
             "tau_s" => Ok(Parameter::TauS),
             "tau_e" => Ok(Parameter::TauE),
             "n_b" => Ok(Parameter::NB),
-            other => Err(Error::config("--param", format!("unknown sweep parameter `{other}` (n_eh, n_e, tau_s, tau_e, n_b)"))),
+            other => Err(Error::config(
+                "--param",
+                format!("unknown sweep parameter `{other}` (n_eh, n_e, tau_s, tau_e, n_b)"),
+            )),
         }
     }
 
@@ -117,8 +120,14 @@ impl Parameter {
     /// for τ_s), as in the paper's figure; N_B acts on the full system only (N_B = 0 is the
     /// paper's).
     pub fn variants(self, base: &QueryConfig) -> Vec<Variant> {
-        let only =
-            |entities, hyperedges, edges| QueryConfig { entities, hyperedges, edges, clusters: false, bridges: false, ..base.clone() };
+        let only = |entities, hyperedges, edges| QueryConfig {
+            entities,
+            hyperedges,
+            edges,
+            clusters: false,
+            bridges: false,
+            ..base.clone()
+        };
         let hybrid = Variant { label: "hybrid".into(), config: base.clone() };
         let (label, isolated) = match self {
             Parameter::NEh => ("hyperedges only", only(false, true, false)),
@@ -161,7 +170,10 @@ mod tests {
         assert_eq!(Parameter::parse("n_e").unwrap().apply(&c, 8).query.n_e, 8);
         assert!(Parameter::parse("alpha").unwrap_err().to_string().contains("n_eh, n_e, tau_s, tau_e, n_b"));
         assert!(Parameter::TauE.rebuilds() && !Parameter::NEh.rebuilds());
-        assert_eq!(Parameter::TauE.first_stage().unwrap().and_after(), &[Stage::Graph, Stage::Embed, Stage::Cluster, Stage::Merge]);
+        assert_eq!(
+            Parameter::TauE.first_stage().unwrap().and_after(),
+            &[Stage::Graph, Stage::Embed, Stage::Cluster, Stage::Merge]
+        );
         let v = Parameter::TauS.variants(&QueryConfig::default());
         assert_eq!(crate::query::variant(&v[1].config), "hybrid w/o HR+SSC+ER+BR");
         assert_eq!(Parameter::NB.apply(&c, 0).query.n_b, 0);

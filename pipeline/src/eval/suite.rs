@@ -90,7 +90,11 @@ impl Bench {
     /// The report's header: what was evaluated, with which backends.
     fn header(&self, setup: &Setup, what: &str) -> Header {
         let (entities, answers) = self.engine.backends();
-        let judge = if self.judge.measures() { self.judge.identity().label() } else { "not measured (no LLM judge)".to_owned() };
+        let judge = if self.judge.measures() {
+            self.judge.identity().label()
+        } else {
+            "not measured (no LLM judge)".to_owned()
+        };
         let budget = match setup.config.query.max_context_tokens {
             0 => "no context cap".to_owned(),
             n => format!("context cap {n} tokens (cl100k)"),
@@ -99,7 +103,12 @@ impl Bench {
         Header {
             title: format!("{what}: {}", setup.questions_path.display()),
             settings: vec![
-                format!("index `{}` ({}), embedding model `{}`", setup.index.root().display(), sizes.join(", "), self.engine.kb.model),
+                format!(
+                    "index `{}` ({}), embedding model `{}`",
+                    setup.index.root().display(),
+                    sizes.join(", "),
+                    self.engine.kb.model
+                ),
                 format!("{} questions", setup.qa.len()),
                 format!("query entities: {}; answers: {}; GE judge: {judge}", entities.label(), answers.label()),
                 budget,
@@ -122,23 +131,39 @@ pub fn equal_budget_variants(base: &QueryConfig, modes: &[Mode], budget: usize) 
         .filter(|m| **m != Mode::None)
         .map(|&mode| Variant {
             label: format!("{} @{budget}", mode.name()),
-            config: QueryConfig { mode, max_context_tokens: budget, chunk_k: base.chunk_k.max(EQUAL_BUDGET_CHUNKS), ..base.clone() },
+            config: QueryConfig {
+                mode,
+                max_context_tokens: budget,
+                chunk_k: base.chunk_k.max(EQUAL_BUDGET_CHUNKS),
+                ..base.clone()
+            },
         })
         .collect()
 }
 
 /// Every mode of `modes` side by side; with `equal_budget`, every mode again capped at hybrid's
 /// mean context tokens, so that strategies are compared on the same number of tokens.
-pub fn compare(setup: &Setup, modes: &[Mode], equal_budget: bool, out: &Path, observer: &dyn Observer) -> Result<PathBuf> {
+pub fn compare(
+    setup: &Setup,
+    modes: &[Mode],
+    equal_budget: bool,
+    out: &Path,
+    observer: &dyn Observer,
+) -> Result<PathBuf> {
     let bench = Bench::open(&setup.index, &setup.config)?;
     let base = &setup.config.query;
-    let mut variants: Vec<Variant> =
-        modes.iter().map(|&mode| Variant { label: mode.name().to_owned(), config: QueryConfig { mode, ..base.clone() } }).collect();
+    let mut variants: Vec<Variant> = modes
+        .iter()
+        .map(|&mode| Variant { label: mode.name().to_owned(), config: QueryConfig { mode, ..base.clone() } })
+        .collect();
     let mut rows = bench.evaluate(&setup.qa, &variants, observer)?;
     if equal_budget {
         let hybrid: Vec<&Row> = rows.iter().filter(|r| r.variant == Mode::Hybrid.name()).collect();
         if hybrid.is_empty() {
-            return Err(Error::config("--equal-budget", "needs hybrid among the modes: its mean context is the budget"));
+            return Err(Error::config(
+                "--equal-budget",
+                "needs hybrid among the modes: its mean context is the budget",
+            ));
         }
         let budget = super::stats(&hybrid, false).context_tokens_mean.unwrap_or(0.0).round() as usize;
         let capped = equal_budget_variants(base, modes, budget);
@@ -146,7 +171,15 @@ pub fn compare(setup: &Setup, modes: &[Mode], equal_budget: bool, out: &Path, ob
         variants.extend(capped);
     }
     let labels: Vec<String> = variants.iter().map(|v| v.label.clone()).collect();
-    finish(out, &bench.header(setup, "Strategies"), &rows, &labels, &cost_section(&setup.index)?, Vec::new(), "strategies")
+    finish(
+        out,
+        &bench.header(setup, "Strategies"),
+        &rows,
+        &labels,
+        &cost_section(&setup.index)?,
+        Vec::new(),
+        "strategies",
+    )
 }
 
 /// The paper's ablation table: our default, the paper's module rows on the index itself, and
@@ -165,13 +198,27 @@ pub fn ablate(setup: &Setup, out: &Path, observer: &dyn Observer) -> Result<Path
     let paper = Variant { label: "w/o SW".into(), config: QueryConfig { bridges: false, ..base } };
     rows.extend(Bench::open(&sibling.index, &no_sw)?.evaluate(&setup.qa, std::slice::from_ref(&paper), observer)?);
     labels.insert(2, paper.label);
-    finish(out, &bench.header(setup, "Ablation (paper Table 2)"), &rows, &labels, &cost_section(&setup.index)?, Vec::new(), "ablation")
+    finish(
+        out,
+        &bench.header(setup, "Ablation (paper Table 2)"),
+        &rows,
+        &labels,
+        &cost_section(&setup.index)?,
+        Vec::new(),
+        "ablation",
+    )
 }
 
 /// A sensitivity sweep of `param` over `values` (its defaults when empty): each point evaluates
 /// the full system and the module the parameter acts on alone, on the index for a query-time
 /// parameter and on a sibling index rebuilt from the affected stage for τ_s and τ_e.
-pub fn sweep(setup: &Setup, param: Parameter, values: &[usize], out: &Path, observer: &dyn Observer) -> Result<PathBuf> {
+pub fn sweep(
+    setup: &Setup,
+    param: Parameter,
+    values: &[usize],
+    out: &Path,
+    observer: &dyn Observer,
+) -> Result<PathBuf> {
     let values = if values.is_empty() { param.default_values() } else { values.to_vec() };
     let base = Bench::open(&setup.index, &setup.config)?;
     let mut rows = Vec::new();
@@ -182,7 +229,8 @@ pub fn sweep(setup: &Setup, param: Parameter, values: &[usize], out: &Path, obse
         let sibling_bench;
         let bench = match param.first_stage() {
             Some(first) => {
-                let sibling = compose::build_sibling(&setup.index, &format!("{}-{value}", param.name()), &config, first)?;
+                let sibling =
+                    compose::build_sibling(&setup.index, &format!("{}-{value}", param.name()), &config, first)?;
                 observer.sibling(&sibling);
                 sibling_bench = Bench::open(&sibling.index, &config)?;
                 &sibling_bench
@@ -212,16 +260,44 @@ pub fn sweep(setup: &Setup, param: Parameter, values: &[usize], out: &Path, obse
             ("answer-token recall", |st| st.answer_token_recall),
             ("F1", |st| st.f1),
         ] {
-            series.push((format!("{measure} ({kind})"), points.iter().map(|(_, names)| stat(&names[k]).and_then(|st| pick(&st))).collect()));
+            series.push((
+                format!("{measure} ({kind})"),
+                points.iter().map(|(_, names)| stat(&names[k]).and_then(|st| pick(&st))).collect(),
+            ));
         }
-        tokens.push((format!("context tokens ({kind})"), points.iter().map(|(_, names)| stat(&names[k]).and_then(|st| st.context_tokens_mean)).collect()));
+        tokens.push((
+            format!("context tokens ({kind})"),
+            points.iter().map(|(_, names)| stat(&names[k]).and_then(|st| st.context_tokens_mean)).collect(),
+        ));
     }
     std::fs::create_dir_all(out).map_err(Error::io("creating the output folder", out))?;
-    plot::curves(&out.join("sweep_measures.svg"), &format!("{} sweep: measures", param.name()), param.name(), "%", &xs, &as_refs(&series))?;
-    plot::curves(&out.join("sweep_tokens.svg"), &format!("{} sweep: context tokens", param.name()), param.name(), "tokens", &xs, &as_refs(&tokens))?;
+    plot::curves(
+        &out.join("sweep_measures.svg"),
+        &format!("{} sweep: measures", param.name()),
+        param.name(),
+        "%",
+        &xs,
+        &as_refs(&series),
+    )?;
+    plot::curves(
+        &out.join("sweep_tokens.svg"),
+        &format!("{} sweep: context tokens", param.name()),
+        param.name(),
+        "tokens",
+        &xs,
+        &as_refs(&tokens),
+    )?;
     let mut extra = String::new();
-    let _ = writeln!(extra, "\n## Sweep of {} over {:?}\n\nEach point evaluates the full system (hybrid) and the module the parameter acts on alone.", param.name(), values);
-    let charts = vec![("measures against the parameter".to_owned(), "sweep_measures.svg".to_owned()), ("context tokens against the parameter".to_owned(), "sweep_tokens.svg".to_owned())];
+    let _ = writeln!(
+        extra,
+        "\n## Sweep of {} over {:?}\n\nEach point evaluates the full system (hybrid) and the module the parameter acts on alone.",
+        param.name(),
+        values
+    );
+    let charts = vec![
+        ("measures against the parameter".to_owned(), "sweep_measures.svg".to_owned()),
+        ("context tokens against the parameter".to_owned(), "sweep_tokens.svg".to_owned()),
+    ];
     finish(out, &base.header(setup, &format!("Sweep of {}", param.name())), &rows, &labels, &extra, charts, "sweep")
 }
 
@@ -237,7 +313,15 @@ fn as_refs(v: &[(String, Vec<Option<f64>>)]) -> Vec<(&str, Vec<Option<f64>>)> {
 }
 
 /// Summary, charts and report of an evaluation.
-fn finish(out: &Path, header: &Header, rows: &[Row], labels: &[String], extra: &str, mut charts: Vec<(String, String)>, title: &str) -> Result<PathBuf> {
+fn finish(
+    out: &Path,
+    header: &Header,
+    rows: &[Row],
+    labels: &[String],
+    extra: &str,
+    mut charts: Vec<(String, String)>,
+    title: &str,
+) -> Result<PathBuf> {
     let summary = super::summarise(rows, labels);
     std::fs::create_dir_all(out).map_err(Error::io("creating the output folder", out))?;
     let mut all = report::comparison_charts(out, title, &summary)?;

@@ -42,7 +42,8 @@ pub struct CallRecord {
 /// Calls as a batch of the `llm_calls` table.
 pub fn calls_batch(calls: &[CallRecord]) -> Result<RecordBatch> {
     let strings = |f: fn(&CallRecord) -> Option<&str>| Arc::new(calls.iter().map(f).collect::<StringArray>()) as _;
-    let ints = |f: fn(&CallRecord) -> u64| Arc::new(calls.iter().map(|c| Some(f(c) as i64)).collect::<Int64Array>()) as _;
+    let ints =
+        |f: fn(&CallRecord) -> u64| Arc::new(calls.iter().map(|c| Some(f(c) as i64)).collect::<Int64Array>()) as _;
     let bools = |f: fn(&CallRecord) -> bool| Arc::new(calls.iter().map(|c| Some(f(c))).collect::<BooleanArray>()) as _;
     Ok(RecordBatch::try_new(
         Table::LlmCalls.schema(),

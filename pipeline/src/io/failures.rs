@@ -7,8 +7,9 @@ use arrow::array::{RecordBatch, StringArray};
 use flexstruct_schemas::Table;
 use serde::Serialize;
 
+use super::files::remove_file;
 use super::index::Index;
-use super::parquet::{remove_part, write_part};
+use super::parquet::write_part;
 use crate::core::Result;
 
 /// What went wrong with a unit.
@@ -82,9 +83,7 @@ impl std::fmt::Display for Failure {
 
 /// The failures as a batch of the `failures` table.
 pub fn to_batch(failures: &[Failure]) -> Result<RecordBatch> {
-    let strings = |f: fn(&Failure) -> Option<&str>| {
-        Arc::new(failures.iter().map(f).collect::<StringArray>()) as _
-    };
+    let strings = |f: fn(&Failure) -> Option<&str>| Arc::new(failures.iter().map(f).collect::<StringArray>()) as _;
     Ok(RecordBatch::try_new(
         Table::Failures.schema(),
         vec![
@@ -102,7 +101,7 @@ pub fn to_batch(failures: &[Failure]) -> Result<RecordBatch> {
 pub fn replace(index: &Index, stage: &str, scope: &str, failures: &[Failure]) -> Result<()> {
     let path = part_path(index, stage, scope);
     if failures.is_empty() {
-        return remove_part(&path);
+        return remove_file(&path);
     }
     write_part(&path, Table::Failures, "", &[to_batch(failures)?])
 }

@@ -67,7 +67,10 @@ impl Index {
         if root.join(SETTINGS_FILE).exists() {
             let index = Index::open(root)?;
             if let Some(buckets) = buckets.filter(|&b| b != index.settings.buckets) {
-                return Err(Error::index(root, IndexProblem::BucketsFixed { created: index.settings.buckets, asked: buckets }));
+                return Err(Error::index(
+                    root,
+                    IndexProblem::BucketsFixed { created: index.settings.buckets, asked: buckets },
+                ));
             }
             return Ok(index);
         }
@@ -76,7 +79,7 @@ impl Index {
         std::fs::create_dir_all(root).map_err(Error::io("creating the index folder", root))?;
         let settings = IndexSettings { buckets };
         let json = serde_json::to_vec_pretty(&settings)?;
-        super::parquet::write_file_atomic(&root.join(SETTINGS_FILE), &json)?;
+        super::files::write_file_atomic(&root.join(SETTINGS_FILE), &json)?;
         Ok(Index { root: root.to_owned(), settings })
     }
 

@@ -1,9 +1,10 @@
-//! The I/O layer: the index folder and its buckets ([`index`]), Parquet part files
-//! ([`parquet`]), the log tables every stage appends to ([`failures`], [`manifest`], [`calls`]),
+//! The I/O layer: the index folder and its buckets ([`index`]), atomic file writes ([`files`]),
+//! Parquet part files ([`parquet`]), the log tables every stage appends to ([`failures`], [`manifest`], [`calls`]),
 //! and read-only SQL over an index ([`sql`]). It imports only the bottom layer ([`crate::core`]).
 
 pub mod calls;
 pub mod failures;
+pub mod files;
 pub mod index;
 pub mod manifest;
 pub mod parquet;

@@ -3,14 +3,12 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use arrow::array::{Array, ListArray, ListBuilder, RecordBatch, StringArray, StringBuilder};
-use arrow::datatypes::{DataType, Field};
 use arrow::compute::{filter_record_batch, kernels::cmp::eq};
+use arrow::datatypes::{DataType, Field};
 use flexstruct_schemas::{Table, check_metadata, check_schema, col, meta, part_metadata};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -18,61 +16,16 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 
+use super::files::{write_atomic, write_file_atomic};
 use super::index::Index;
 use crate::core::{Error, Result};
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// A temporary sibling of `path` (hidden, so table listings never see it).
-fn temp_sibling(path: &Path) -> PathBuf {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("part");
-    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    path.with_file_name(format!(".{name}.{}-{n}.tmp", std::process::id()))
-}
-
-/// Writes through a temporary file, fsyncs it and renames it over `path`, so that readers (and
-/// a run killed midway) only ever see the old file or the complete new one.
-fn write_atomic(path: &Path, write: impl FnOnce(File) -> Result<()>) -> Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(Error::io("creating the table folder", dir))?;
-    }
-    let temp = temp_sibling(path);
-    let result = File::create(&temp)
-        .map_err(Error::io("creating a temporary file", &temp))
-        .and_then(write)
-        .and_then(|()| {
-            std::fs::rename(&temp, path).map_err(Error::io("renaming the temporary file into place", path))
-        });
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result
-}
-
-/// Writes `bytes` to `path` atomically and durably (fsync before the rename).
-pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_atomic(path, |mut file| {
-        file.write_all(bytes).map_err(Error::io("writing", path))?;
-        file.sync_all().map_err(Error::io("syncing", path))
-    })
-}
-
-/// Writes `bytes` to `path` atomically but without fsync: a killed process leaves the old file
-/// or the new one, never half of it; only a power loss may lose the write. For caches, where a
-/// lost entry costs one repeated request and an fsync per entry would cap throughput.
-pub fn write_file_atomic_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_atomic(path, |mut file| file.write_all(bytes).map_err(Error::io("writing", path)))
-}
 
 /// Writes one part file of `table`: rows in `batches` (checked against the table's schema),
 /// zstd-compressed, with the table name, schema version and `fingerprint` in its metadata.
 pub fn write_part(path: &Path, table: Table, fingerprint: &str, batches: &[RecordBatch]) -> Result<()> {
     let schema = batches.first().map_or_else(|| table.schema(), RecordBatch::schema);
     check_schema(table, &schema, &format!("rows being written to {}", path.display()))?;
-    let metadata = part_metadata(table, fingerprint)
-        .into_iter()
-        .map(|(k, v)| KeyValue::new(k, v))
-        .collect();
+    let metadata = part_metadata(table, fingerprint).into_iter().map(|(k, v)| KeyValue::new(k, v)).collect();
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).map_err(Error::parquet("compression level", path))?))
         .set_key_value_metadata(Some(metadata))
@@ -88,21 +41,10 @@ pub fn write_part(path: &Path, table: Table, fingerprint: &str, batches: &[Recor
     })
 }
 
-/// Removes a part file; a missing one is not an error.
-pub fn remove_part(path: &Path) -> Result<()> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io("removing", path)(e)),
-        _ => Ok(()),
-    }
-}
-
-fn open_checked(
-    path: &Path,
-    table: Table,
-) -> Result<(ParquetRecordBatchReaderBuilder<File>, HashMap<String, String>)> {
+fn open_checked(path: &Path, table: Table) -> Result<(ParquetRecordBatchReaderBuilder<File>, HashMap<String, String>)> {
     let file = File::open(path).map_err(Error::io("opening", path))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(Error::parquet("reading the Parquet footer", path))?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(Error::parquet("reading the Parquet footer", path))?;
     let kv: HashMap<String, String> = builder
         .metadata()
         .file_metadata()
@@ -147,8 +89,8 @@ pub fn part_row_count(path: &Path) -> Result<u64> {
         return Ok(0);
     }
     let file = File::open(path).map_err(Error::io("opening", path))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(Error::parquet("reading the Parquet footer", path))?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(Error::parquet("reading the Parquet footer", path))?;
     Ok(builder.metadata().file_metadata().num_rows().max(0) as u64)
 }
 
@@ -165,9 +107,7 @@ fn read_rows(path: &Path, table: Table, columns: Option<&[&str]>) -> Result<Vec<
         builder = builder.with_projection(mask);
     }
     let reader = builder.build().map_err(Error::parquet("reading rows", path))?;
-    reader
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| Error::parquet("reading rows", path)(e.into()))
+    reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| Error::parquet("reading rows", path)(e.into()))
 }
 
 /// Reads every part of a table (an absent table reads as no rows).
@@ -209,7 +149,11 @@ pub fn read_doc(index: &Index, table: Table, doc_id: &str) -> Result<Vec<RecordB
 /// Writes serialisable rows as one Parquet file (zstd) with `schema`: fields the schema does
 /// not name are left out, nested lists and structs are decoded by arrow's JSON decoder. For
 /// output files outside an index (answers, evaluation results).
-pub fn write_rows_parquet<T: serde::Serialize>(path: &Path, schema: arrow::datatypes::SchemaRef, rows: &[T]) -> Result<()> {
+pub fn write_rows_parquet<T: serde::Serialize>(
+    path: &Path,
+    schema: arrow::datatypes::SchemaRef,
+    rows: &[T],
+) -> Result<()> {
     let mut decoder = arrow::json::ReaderBuilder::new(schema.clone()).build_decoder()?;
     decoder.serialize(rows)?;
     let batch = decoder.flush()?.unwrap_or_else(|| RecordBatch::new_empty(schema.clone()));
@@ -236,7 +180,8 @@ pub fn typed<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T
 
 /// A non-null list<utf8> column from lists of strings.
 pub fn string_lists<'a>(lists: impl Iterator<Item = &'a [String]>) -> ListArray {
-    let mut builder = ListBuilder::new(StringBuilder::new()).with_field(Arc::new(Field::new_list_field(DataType::Utf8, false)));
+    let mut builder =
+        ListBuilder::new(StringBuilder::new()).with_field(Arc::new(Field::new_list_field(DataType::Utf8, false)));
     for list in lists {
         for s in list {
             builder.values().append_value(s);

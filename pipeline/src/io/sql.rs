@@ -66,9 +66,8 @@ impl IndexSql {
     pub async fn open(index: &Index) -> Result<IndexSql> {
         let config = SessionConfig::new().with_information_schema(true).with_target_partitions(threads::count());
         let ctx = SessionContext::new_with_config(config);
-        let catalog = ctx
-            .catalog("datafusion")
-            .ok_or_else(|| Error::Internal("DataFusion has no default catalog".into()))?;
+        let catalog =
+            ctx.catalog("datafusion").ok_or_else(|| Error::Internal("DataFusion has no default catalog".into()))?;
         catalog.register_schema("kb", Arc::new(MemorySchemaProvider::new()))?;
         for table in Table::ALL {
             let parts = index.parts(table)?;
@@ -107,7 +106,7 @@ impl IndexSql {
         let statements = DFParser::parse_sql(sql).map_err(|e| Error::Sql {
             statement: Some(abbreviate(sql, 60)),
             problem: "SQL syntax error".into(),
-            source: Some(Box::new(e.into())),
+            source: Some(Box::new(e)),
         })?;
         if statements.is_empty() {
             return Err(Error::Sql { statement: None, problem: "no SQL statement given".into(), source: None });

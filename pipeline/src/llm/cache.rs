@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::core::{Error, Result};
-use crate::io::parquet::{remove_part, write_file_atomic_unsynced};
+use crate::io::files::{remove_file, write_file_atomic_unsynced};
 
 /// Folder of the cache inside an index.
 pub const CACHE_DIR: &str = "llm_cache";
@@ -54,7 +54,7 @@ impl ResponseCache {
 
     /// Removes an entry (a missing one is not an error).
     pub fn remove(&self, key: &str) -> Result<()> {
-        remove_part(&self.path(key))
+        remove_file(&self.path(key))
     }
 
     /// Stores an answer.
@@ -74,7 +74,13 @@ mod tests {
         let cache = ResponseCache::new(dir.path());
         let key = "ab".repeat(32);
         assert_eq!(cache.get(&key), None);
-        let answer = CachedAnswer { content: "{}".into(), prompt_tokens: 3, completion_tokens: 1, tokens_estimated: false, latency_ms: 9 };
+        let answer = CachedAnswer {
+            content: "{}".into(),
+            prompt_tokens: 3,
+            completion_tokens: 1,
+            tokens_estimated: false,
+            latency_ms: 9,
+        };
         cache.put(&key, &answer).unwrap();
         assert_eq!(cache.get(&key), Some(answer));
         std::fs::write(cache.path(&key), b"{trunc").unwrap();

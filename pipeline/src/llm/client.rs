@@ -117,7 +117,11 @@ impl LlmClient {
     }
 
     /// A client with an explicit API key (None or empty: no key is sent).
-    pub fn with_api_key(config: &LlmConfig, index_root: &std::path::Path, api_key: Option<String>) -> Result<LlmClient> {
+    pub fn with_api_key(
+        config: &LlmConfig,
+        index_root: &std::path::Path,
+        api_key: Option<String>,
+    ) -> Result<LlmClient> {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(config.timeout_secs))
             .pool_max_idle_per_host(config.max_concurrency)
@@ -189,11 +193,15 @@ impl LlmClient {
         let key = sha256_hex(identity.to_string().as_bytes());
         let prompt_estimate = inputs.iter().map(|t| self.counter.count(t) as u64).sum::<u64>();
         let body = json!({ "model": self.config.model, "input": inputs });
-        let content = self.send(context, &key, "embeddings", &body, prompt_estimate, prompt_estimate, parse_embeddings).await?;
+        let content =
+            self.send(context, &key, "embeddings", &body, prompt_estimate, prompt_estimate, parse_embeddings).await?;
         let vectors: Vec<Vec<f32>> = serde_json::from_str(&content)
             .map_err(|e| LlmError::Exhausted { attempts: 0, last: format!("cached embeddings unreadable: {e}") })?;
         if vectors.len() != inputs.len() {
-            return Err(LlmError::Refused { status: 200, message: format!("{} vectors for {} inputs", vectors.len(), inputs.len()) });
+            return Err(LlmError::Refused {
+                status: 200,
+                message: format!("{} vectors for {} inputs", vectors.len(), inputs.len()),
+            });
         }
         Ok(vectors)
     }
@@ -215,7 +223,11 @@ impl LlmClient {
             self.record(context, key, hit.prompt_tokens, hit.completion_tokens, hit.tokens_estimated, 0, true, "ok");
             return Ok(hit.content);
         }
-        let _permit = self.semaphore.acquire().await.map_err(|_| LlmError::Exhausted { attempts: 0, last: "client closed".into() })?;
+        let _permit = self
+            .semaphore
+            .acquire()
+            .await
+            .map_err(|_| LlmError::Exhausted { attempts: 0, last: "client closed".into() })?;
         let mut last_error = String::new();
         for attempt in 0..=self.config.max_retries {
             let wait = self.limiter.reserve(reserve);
@@ -263,7 +275,8 @@ impl LlmClient {
     /// Exponential backoff with jitter: a random delay between half and all of
     /// `initial · 2^attempt`, capped.
     fn backoff(&self, attempt: u32) -> Duration {
-        let base = self.config.backoff_initial_ms.saturating_mul(1u64 << attempt.min(20)).min(self.config.backoff_max_ms);
+        let base =
+            self.config.backoff_initial_ms.saturating_mul(1u64 << attempt.min(20)).min(self.config.backoff_max_ms);
         Duration::from_millis(base / 2 + fastrand::u64(0..=base / 2))
     }
 
@@ -299,9 +312,15 @@ impl LlmClient {
         if !status.is_success() {
             let mut message = self.redact(&text);
             if status.as_u16() == 401 && self.api_key.is_none() {
-                message.push_str(&format!(" (no API key was sent: set the environment variable {})", self.config.api_key_env));
+                message.push_str(&format!(
+                    " (no API key was sent: set the environment variable {})",
+                    self.config.api_key_env
+                ));
             }
-            return Attempt::Fail(LlmError::Refused { status: status.as_u16(), message }, format!("http_{}", status.as_u16()));
+            return Attempt::Fail(
+                LlmError::Refused { status: status.as_u16(), message },
+                format!("http_{}", status.as_u16()),
+            );
         }
         match parse(&text) {
             Ok((content, usage)) => Attempt::Answer { content, usage },
@@ -324,7 +343,17 @@ impl LlmClient {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn record(&self, context: &CallContext, request_id: &str, prompt: u64, completion: u64, estimated: bool, latency_ms: u64, cached: bool, status: &str) {
+    fn record(
+        &self,
+        context: &CallContext,
+        request_id: &str,
+        prompt: u64,
+        completion: u64,
+        estimated: bool,
+        latency_ms: u64,
+        cached: bool,
+        status: &str,
+    ) {
         let record = CallRecord {
             stage: context.stage.clone(),
             doc_id: context.doc_id.clone(),
@@ -428,7 +457,12 @@ mod tests {
     #[test]
     fn request_ids_depend_on_model_prompt_and_sampling_but_not_the_key() {
         let dir = tempfile::tempdir().unwrap();
-        let config = LlmConfig { base_url: "http://127.0.0.1:9".into(), model: "m".into(), api_key_env: "FLEXSTRUCT_TEST_NO_SUCH_KEY".into(), ..LlmConfig::default() };
+        let config = LlmConfig {
+            base_url: "http://127.0.0.1:9".into(),
+            model: "m".into(),
+            api_key_env: "FLEXSTRUCT_TEST_NO_SUCH_KEY".into(),
+            ..LlmConfig::default()
+        };
         let a = LlmClient::new(&config, dir.path()).unwrap();
         let messages = [Message::user("x")];
         let id = a.request_id(&messages);

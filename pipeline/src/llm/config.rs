@@ -69,7 +69,10 @@ impl LlmConfig {
             return Err(Error::config("llm", "llm.base_url and llm.model must both be set when [llm] is given"));
         }
         if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
-            return Err(Error::config("llm.base_url", format!("`{}` must start with http:// or https://", self.base_url)));
+            return Err(Error::config(
+                "llm.base_url",
+                format!("`{}` must start with http:// or https://", self.base_url),
+            ));
         }
         if self.max_concurrency == 0 || self.timeout_secs == 0 {
             return Err(Error::config("llm", "llm.max_concurrency and llm.timeout_secs must be at least 1"));

@@ -13,7 +13,11 @@ struct Bucket {
 
 impl Bucket {
     fn new(per_minute: u32) -> Option<Bucket> {
-        (per_minute > 0).then(|| Bucket { capacity: f64::from(per_minute), available: f64::from(per_minute), updated: Instant::now() })
+        (per_minute > 0).then(|| Bucket {
+            capacity: f64::from(per_minute),
+            available: f64::from(per_minute),
+            updated: Instant::now(),
+        })
     }
 
     /// Takes `amount` (capped at the capacity) and returns how long to wait before using it.
@@ -36,7 +40,10 @@ pub struct RateLimiter {
 impl RateLimiter {
     /// Limits of `requests_per_minute` and `tokens_per_minute` (0: unlimited).
     pub fn new(requests_per_minute: u32, tokens_per_minute: u32) -> Self {
-        RateLimiter { requests: Mutex::new(Bucket::new(requests_per_minute)), tokens: Mutex::new(Bucket::new(tokens_per_minute)) }
+        RateLimiter {
+            requests: Mutex::new(Bucket::new(requests_per_minute)),
+            tokens: Mutex::new(Bucket::new(tokens_per_minute)),
+        }
     }
 
     /// How long a request of about `tokens` tokens must wait; the units are reserved.

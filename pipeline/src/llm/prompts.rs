@@ -104,7 +104,10 @@ pub fn items_messages(window: &[&str], target: &str) -> Vec<Message> {
 /// Messages of an entity-summary request.
 pub fn summary_messages(entity: &str, facts: &[&str]) -> Vec<Message> {
     let facts: Vec<String> = facts.iter().map(|f| format!("- {f}")).collect();
-    vec![Message::system(SUMMARY_INSTRUCTIONS), Message::user(format!("ENTITY: {entity}\nFACTS:\n{}", facts.join("\n")))]
+    vec![
+        Message::system(SUMMARY_INSTRUCTIONS),
+        Message::user(format!("ENTITY: {entity}\nFACTS:\n{}", facts.join("\n"))),
+    ]
 }
 
 /// Messages of a relations request: facts are (statement, source span) pairs, numbered from 1.
@@ -242,7 +245,11 @@ pub struct QueryEntitiesAnswer {
 
 /// Asks for JSON of shape `T`; an unreadable answer gets one repair round (the answer and the
 /// parse error go back to the model) before giving up.
-pub async fn ask_json<T: DeserializeOwned>(client: &LlmClient, context: &CallContext, messages: Vec<Message>) -> Result<T, UnitError> {
+pub async fn ask_json<T: DeserializeOwned>(
+    client: &LlmClient,
+    context: &CallContext,
+    messages: Vec<Message>,
+) -> Result<T, UnitError> {
     let llm_error = |e: super::client::LlmError| UnitError { kind: FailureKind::LlmError, message: e.to_string() };
     let answer = client.chat(context, &messages).await.map_err(llm_error)?;
     let error = match parse_json::<T>(&answer) {
@@ -271,7 +278,8 @@ mod tests {
         let m = items_messages(&["first chunk", "second chunk"], "the target");
         assert_eq!(m[0].role, "system");
         let user = &m[1].content;
-        let (w1, w2, t) = (user.find("first chunk").unwrap(), user.find("second chunk").unwrap(), user.find("the target").unwrap());
+        let (w1, w2, t) =
+            (user.find("first chunk").unwrap(), user.find("second chunk").unwrap(), user.find("the target").unwrap());
         assert!(w1 < w2 && w2 < t);
         assert!(!items_messages(&[], "x")[1].content.contains("CONTEXT"));
         // Consecutive windows share the instructions and the leading window text.
@@ -283,7 +291,8 @@ mod tests {
 
     #[test]
     fn prompt_versions_differ_and_are_stable() {
-        let all = [Prompt::Items, Prompt::Summary, Prompt::Relations, Prompt::QueryEntities, Prompt::Answer, Prompt::Judge];
+        let all =
+            [Prompt::Items, Prompt::Summary, Prompt::Relations, Prompt::QueryEntities, Prompt::Answer, Prompt::Judge];
         let versions: std::collections::HashSet<String> = all.iter().map(|p| p.version()).collect();
         assert_eq!(versions.len(), all.len());
         assert_eq!(Prompt::Items.version(), Prompt::Items.version());

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Shape, Tensor};
 use candle_nn::{LayerNorm, Module};
 
-use super::minilm::candle_error;
+use super::candle_error;
 use crate::core::{Error, Result};
 
 /// The fields of the model's `config.json` that the encoder uses.
@@ -69,7 +69,10 @@ pub struct BertEncoder {
 
 impl std::fmt::Debug for BertEncoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BertEncoder").field("layers", &self.layers.len()).field("heads", &self.heads).finish_non_exhaustive()
+        f.debug_struct("BertEncoder")
+            .field("layers", &self.layers.len())
+            .field("heads", &self.heads)
+            .finish_non_exhaustive()
     }
 }
 
@@ -96,7 +99,10 @@ impl BertEncoder {
         let mut take = |name: &str, shape: &[usize]| -> Result<Tensor> {
             let t = weights.remove(name).ok_or_else(|| Error::input(source, format!("tensor `{name}` is missing")))?;
             if t.dims() != shape {
-                return Err(Error::input(source, format!("tensor `{name}` has shape {:?}, expected {shape:?}", t.dims())));
+                return Err(Error::input(
+                    source,
+                    format!("tensor `{name}` has shape {:?}, expected {shape:?}", t.dims()),
+                ));
             }
             t.to_dtype(DType::F32).map_err(candle_error("reading MiniLM's weights"))
         };
@@ -104,13 +110,16 @@ impl BertEncoder {
         // (out × in) as stored → (in × out), contiguous.
         let transposed = |w: Tensor| w.t().and_then(|t| t.contiguous()).map_err(&err);
         let norm = |take: &mut dyn FnMut(&str, &[usize]) -> Result<Tensor>, prefix: &str| -> Result<LayerNorm> {
-            Ok(LayerNorm::new(take(&format!("{prefix}.weight"), &[hidden])?, take(&format!("{prefix}.bias"), &[hidden])?, config.layer_norm_eps))
+            Ok(LayerNorm::new(
+                take(&format!("{prefix}.weight"), &[hidden])?,
+                take(&format!("{prefix}.bias"), &[hidden])?,
+                config.layer_norm_eps,
+            ))
         };
         let word = take("embeddings.word_embeddings.weight", &[config.vocab_size, hidden])?;
         let position = take("embeddings.position_embeddings.weight", &[config.max_position_embeddings, hidden])?;
-        let token_type = take("embeddings.token_type_embeddings.weight", &[config.type_vocab_size, hidden])?
-            .get(0)
-            .map_err(&err)?;
+        let token_type =
+            take("embeddings.token_type_embeddings.weight", &[config.type_vocab_size, hidden])?.get(0).map_err(&err)?;
         let embedding_norm = norm(&mut take, "embeddings.LayerNorm")?;
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
         for i in 0..config.num_hidden_layers {
@@ -269,18 +278,27 @@ mod tests {
         let changed = run(vec![3, 7, 2], vec![1, 1, 1], 3);
         assert!(alone[..4].iter().zip(&changed[..4]).any(|(a, c)| (a - c).abs() > 1e-3));
         let too_long = Tensor::zeros((1, 9), DType::U32, &Device::Cpu).unwrap();
-        assert!(encoder.forward(&too_long, &too_long).unwrap_err().to_string().contains("exceed the model's 8 positions"));
+        assert!(
+            encoder.forward(&too_long, &too_long).unwrap_err().to_string().contains("exceed the model's 8 positions")
+        );
     }
 
     #[test]
     fn bad_weights_are_named() {
-        let message = |config: &BertConfig, weights| BertEncoder::new(config, weights, "m.safetensors").unwrap_err().to_string();
+        let message =
+            |config: &BertConfig, weights| BertEncoder::new(config, weights, "m.safetensors").unwrap_err().to_string();
         assert!(message(&config("relu"), weights()).contains("hidden_act `relu`"));
         let mut missing = weights();
         missing.remove("encoder.layer.0.output.dense.bias");
-        assert!(message(&config("gelu"), missing).contains("m.safetensors: tensor `encoder.layer.0.output.dense.bias` is missing"));
+        assert!(
+            message(&config("gelu"), missing)
+                .contains("m.safetensors: tensor `encoder.layer.0.output.dense.bias` is missing")
+        );
         let mut wrong = weights();
-        wrong.insert("encoder.layer.0.intermediate.dense.weight".into(), Tensor::zeros((4, 6), DType::F32, &Device::Cpu).unwrap());
+        wrong.insert(
+            "encoder.layer.0.intermediate.dense.weight".into(),
+            Tensor::zeros((4, 6), DType::F32, &Device::Cpu).unwrap(),
+        );
         assert!(message(&config("gelu"), wrong).contains("has shape [4, 6], expected [6, 4]"));
     }
 }

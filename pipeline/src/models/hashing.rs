@@ -1,9 +1,9 @@
 //! Feature hashing as an [`Embedder`]: fast and deterministic, for tests only.
 
 use super::{Embedder, normalise};
+use crate::core::Result;
 use crate::core::ids::sha256_hex;
 use crate::core::models::HASHING_PREFIX;
-use crate::core::Result;
 
 /// Signed feature hashing of lowercase word unigrams and bigrams into `dim` buckets,
 /// L2-normalised. Fast and deterministic, for tests only: it knows nothing of meaning.
@@ -64,5 +64,4 @@ mod tests {
         assert!(v[3].iter().all(|x| *x == 0.0));
         assert_eq!(e.model(), "hashing-64");
     }
-
 }

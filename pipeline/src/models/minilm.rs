@@ -7,15 +7,10 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 use tokenizers::{Tokenizer, TruncationParams};
 
-use super::Embedder;
 use super::bert::{BertConfig, BertEncoder};
+use super::{Embedder, candle_error};
 use crate::core::models::{MINILM, MINILM_DIM};
 use crate::core::{Error, Result, threads};
-
-/// Turns a candle error into ours, saying what was being done.
-pub(super) fn candle_error(what: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
-    move |e| Error::Model { model: MINILM.into(), what: what.into(), source: Box::new(e) }
-}
 
 /// all-MiniLM-L6-v2 exactly as sentence-transformers runs it: inputs truncated at 256 tokens,
 /// padded to the longest input of each batch, mean pooling over the attention mask, L2
@@ -44,7 +39,9 @@ impl MiniLm {
                 return Err(Error::ModelMissing { model: MINILM.into(), path: dir.join(name) });
             }
         }
-        let read = |name: &str| std::fs::read(dir.join(name)).map_err(Error::io("reading the embedding model", dir.join(name)));
+        let read = |name: &str| {
+            std::fs::read(dir.join(name)).map_err(Error::io("reading the embedding model", dir.join(name)))
+        };
         let config: BertConfig = serde_json::from_slice(&read("config.json")?)?;
         let st_config: serde_json::Value = serde_json::from_slice(&read("sentence_bert_config.json")?)?;
         let max_len = st_config["max_seq_length"].as_u64().unwrap_or(256) as usize;
@@ -52,14 +49,24 @@ impl MiniLm {
         let weights = candle_core::safetensors::load(dir.join("model.safetensors"), &device)
             .map_err(candle_error("loading model.safetensors"))?;
         let model = BertEncoder::new(&config, weights, &dir.join("model.safetensors").display().to_string())?;
-        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
-            .map_err(|e| Error::Model { model: MINILM.into(), what: format!("reading {}", dir.join("tokenizer.json").display()), source: e })?;
+        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| Error::Model {
+            model: MINILM.into(),
+            what: format!("reading {}", dir.join("tokenizer.json").display()),
+            source: e,
+        })?;
         // The shipped tokenizer pads and truncates at 128; sentence-transformers truncates at
         // max_seq_length and pads per batch (done below).
         tokenizer.with_padding(None);
         tokenizer
-            .with_truncation(Some(TruncationParams { max_length: max_len.min(model.max_len()), ..TruncationParams::default() }))
-            .map_err(|e| Error::Model { model: MINILM.into(), what: "setting the tokenizer's truncation".into(), source: e })?;
+            .with_truncation(Some(TruncationParams {
+                max_length: max_len.min(model.max_len()),
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| Error::Model {
+                model: MINILM.into(),
+                what: "setting the tokenizer's truncation".into(),
+                source: e,
+            })?;
         let lanes = (0..threads::count())
             .map(|_| rayon::ThreadPoolBuilder::new().num_threads(1).build())
             .collect::<std::result::Result<Vec<_>, _>>()
@@ -88,7 +95,15 @@ impl MiniLm {
         let summed = hidden.broadcast_mul(&mask).map_err(&err)?.sum(1).map_err(&err)?;
         let counts = mask.sum(1).map_err(&err)?.clamp(1e-9, f64::MAX).map_err(&err)?;
         let mean = summed.broadcast_div(&counts).map_err(&err)?;
-        let norm = mean.sqr().map_err(&err)?.sum_keepdim(1).map_err(&err)?.sqrt().map_err(&err)?.clamp(1e-12, f64::MAX).map_err(&err)?;
+        let norm = mean
+            .sqr()
+            .map_err(&err)?
+            .sum_keepdim(1)
+            .map_err(&err)?
+            .sqrt()
+            .map_err(&err)?
+            .clamp(1e-12, f64::MAX)
+            .map_err(&err)?;
         mean.broadcast_div(&norm).map_err(&err)?.to_vec2::<f32>().map_err(&err)
     }
 }
@@ -103,10 +118,11 @@ impl Embedder for MiniLm {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        let encodings = self
-            .tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| Error::Model { model: MINILM.into(), what: "tokenizing".into(), source: e })?;
+        let encodings = self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| Error::Model {
+            model: MINILM.into(),
+            what: "tokenizing".into(),
+            source: e,
+        })?;
         // Batch by length so that little padding is computed.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].get_ids().len()));

@@ -65,13 +65,20 @@ impl Default for EmbedConfig {
     }
 }
 
+/// Turns a candle error into ours, saying what was being done.
+fn candle_error(what: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
+    move |e| Error::Model { model: MINILM.into(), what: what.into(), source: Box::new(e) }
+}
+
 /// The embedder the configuration names (`index_root` holds the cache of a remote endpoint).
 pub fn embedder_for(config: &EmbedConfig, index_root: &std::path::Path) -> Result<Box<dyn Embedder>> {
     if !config.base_url.is_empty() {
         return Ok(Box::new(RemoteEmbedder::connect(config, index_root)?));
     }
     if let Some(dim) = config.model.strip_prefix(HASHING_PREFIX) {
-        let dim = dim.parse().map_err(|_| Error::config("embed.model", format!("`{}`: expected hashing-<dim>", config.model)))?;
+        let dim = dim
+            .parse()
+            .map_err(|_| Error::config("embed.model", format!("`{}`: expected hashing-<dim>", config.model)))?;
         return Ok(Box::new(HashingEmbedder::new(dim)));
     }
     if config.model == MINILM {
@@ -79,7 +86,10 @@ pub fn embedder_for(config: &EmbedConfig, index_root: &std::path::Path) -> Resul
     }
     Err(Error::config(
         "embed.model",
-        format!("`{}` is not supported in process (all-MiniLM-L6-v2 or hashing-<dim>; others through embed.base_url)", config.model),
+        format!(
+            "`{}` is not supported in process (all-MiniLM-L6-v2 or hashing-<dim>; others through embed.base_url)",
+            config.model
+        ),
     ))
 }
 
@@ -90,4 +100,3 @@ pub fn normalise(v: &mut [f32]) {
         v.iter_mut().for_each(|x| *x /= norm);
     }
 }
-

@@ -56,10 +56,15 @@ impl Embedder for RemoteEmbedder {
         let client = self.runner.client();
         let context = CallContext { stage: "embed".into(), doc_id: None, purpose: "embeddings".into() };
         let batches: Vec<&[&str]> = texts.chunks(self.batch_size).collect();
-        let answers = self.runner.block_on(futures::future::join_all(batches.iter().map(|b| client.embeddings(&context, b))));
+        let answers =
+            self.runner.block_on(futures::future::join_all(batches.iter().map(|b| client.embeddings(&context, b))));
         let mut out = Vec::with_capacity(texts.len());
         for answer in answers {
-            let mut vectors = answer.map_err(|e| Error::External { service: client.service(), what: "embeddings".into(), source: Box::new(e) })?;
+            let mut vectors = answer.map_err(|e| Error::External {
+                service: client.service(),
+                what: "embeddings".into(),
+                source: Box::new(e),
+            })?;
             for v in &mut vectors {
                 normalise(v);
             }
@@ -72,4 +77,3 @@ impl Embedder for RemoteEmbedder {
         self.runner.drain_all_calls()
     }
 }
-

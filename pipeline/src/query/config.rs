@@ -28,7 +28,8 @@ pub enum Mode {
 
 impl Mode {
     /// Every mode, in the order reports list them.
-    pub const ALL: [Mode; 6] = [Mode::Hybrid, Mode::Hypergraph, Mode::Graph, Mode::Chunks, Mode::None, Mode::Hypergraphrag];
+    pub const ALL: [Mode; 6] =
+        [Mode::Hybrid, Mode::Hypergraph, Mode::Graph, Mode::Chunks, Mode::None, Mode::Hypergraphrag];
 
     /// The name used in flags, config and outputs.
     pub fn name(self) -> &'static str {

@@ -72,7 +72,8 @@ fn evidence(kb: &Kb, r: &Retrieved) -> Evidence {
     let (id, doc_id, text, pieces) = match r.unit {
         Unit::Entity => {
             let e = &kb.entities;
-            let pieces = kb.entity_hyperedges[row].iter().take(ENTITY_SPANS).map(|&h| hyperedge_piece(h as usize)).collect();
+            let pieces =
+                kb.entity_hyperedges[row].iter().take(ENTITY_SPANS).map(|&h| hyperedge_piece(h as usize)).collect();
             (e.id.value(row), e.doc_id.value(row), format!("{}: {}", e.name.value(row), e.summary.value(row)), pieces)
         }
         Unit::Hyperedge => {

@@ -78,8 +78,22 @@ impl QueryEntities for LlmQueryEntities {
 
 /// Capitalised words that open questions without naming anything.
 const QUESTION_OPENERS: &[&str] = &[
-    "according", "during", "describe", "explain", "discuss", "compare", "given", "based", "considering",
-    "regarding", "list", "name", "identify", "summarize", "summarise", "outline",
+    "according",
+    "during",
+    "describe",
+    "explain",
+    "discuss",
+    "compare",
+    "given",
+    "based",
+    "considering",
+    "regarding",
+    "list",
+    "name",
+    "identify",
+    "summarize",
+    "summarise",
+    "outline",
 ];
 
 /// Entities of a question found by the rules extractor (names, acronyms, quantities, dates,
@@ -95,7 +109,10 @@ pub fn rules_query_entities(question: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut add = |name: &str| {
         let name = name.trim();
-        if !name.is_empty() && !QUESTION_OPENERS.contains(&name.to_lowercase().as_str()) && !out.iter().any(|n| n == name) {
+        if !name.is_empty()
+            && !QUESTION_OPENERS.contains(&name.to_lowercase().as_str())
+            && !out.iter().any(|n| n == name)
+        {
             out.push(name.to_owned());
         }
     };
@@ -110,4 +127,3 @@ pub fn rules_query_entities(question: &str) -> Vec<String> {
     }
     out
 }
-

@@ -102,7 +102,9 @@ impl Answerer for LlmAnswerer {
                 Ok(answer) => Answered { generated: from_llm(answer, context), generator: "llm", ms, error: None },
                 // One failed question does not stop the batch; a rerun asks it again (answered
                 // ones come from the cache).
-                Err(e) => Answered { generated: Generated::default(), generator: "failed", ms, error: Some(e.to_string()) },
+                Err(e) => {
+                    Answered { generated: Generated::default(), generator: "failed", ms, error: Some(e.to_string()) }
+                }
             })
             .collect()
     }
@@ -151,9 +153,20 @@ impl AnswerType {
     fn of(question: &str) -> Option<AnswerType> {
         let q = question.trim_start().to_lowercase();
         let starts = |p: &str| q.starts_with(p);
-        if starts("when") || starts("what year") || starts("in what year") || starts("in which year") || starts("what date") {
+        if starts("when")
+            || starts("what year")
+            || starts("in what year")
+            || starts("in which year")
+            || starts("what date")
+        {
             Some(AnswerType::Date)
-        } else if starts("how many") || starts("how much") || starts("how long") || starts("how far") || starts("how old") || starts("how big") {
+        } else if starts("how many")
+            || starts("how much")
+            || starts("how long")
+            || starts("how far")
+            || starts("how old")
+            || starts("how big")
+        {
             Some(AnswerType::Number)
         } else if starts("who") || starts("whom") || starts("whose") {
             Some(AnswerType::Person)
@@ -169,15 +182,17 @@ impl AnswerType {
         match self {
             AnswerType::Number => words.filter(|w| w.chars().any(|c| c.is_ascii_digit())).any(|w| !asked.contains(w)),
             AnswerType::Date => words.map(str::to_lowercase).any(|w| {
-                let year = w.len() == 4 && w.chars().all(|c| c.is_ascii_digit()) && (w.starts_with('1') || w.starts_with("20"));
+                let year = w.len() == 4
+                    && w.chars().all(|c| c.is_ascii_digit())
+                    && (w.starts_with('1') || w.starts_with("20"));
                 (year || MONTHS.contains(&w.as_str())) && !asked.contains(&w)
             }),
-            AnswerType::Person => {
-                mentions(sentence, 0..sentence.len(), &HashSet::new()).iter().any(|m| {
-                    let name = &sentence[m.bytes.clone()];
-                    m.kind == MentionKind::Name && looks_like_person(name) && content_words(name).iter().any(|w| !asked.contains(w))
-                })
-            }
+            AnswerType::Person => mentions(sentence, 0..sentence.len(), &HashSet::new()).iter().any(|m| {
+                let name = &sentence[m.bytes.clone()];
+                m.kind == MentionKind::Name
+                    && looks_like_person(name)
+                    && content_words(name).iter().any(|w| !asked.contains(w))
+            }),
         }
     }
 }
@@ -201,7 +216,12 @@ fn candidates(context: &Context) -> Vec<Candidate> {
                     let start = s.start + piece.text[..range.start].chars().count() as i64;
                     Span { doc_id: s.doc_id.clone(), start, end: start + text.chars().count() as i64 }
                 });
-                out.push(Candidate { evidence: i, text: text.to_owned(), span, words: content_words(text).into_iter().collect() });
+                out.push(Candidate {
+                    evidence: i,
+                    text: text.to_owned(),
+                    span,
+                    words: content_words(text).into_iter().collect(),
+                });
             }
         }
     }
@@ -297,6 +317,9 @@ mod tests {
 
     #[test]
     fn content_words_drop_question_words() {
-        assert_eq!(content_words("Who founded the Velda Basin Authority?"), vec!["founded", "velda", "basin", "authority"]);
+        assert_eq!(
+            content_words("Who founded the Velda Basin Authority?"),
+            vec!["founded", "velda", "basin", "authority"]
+        );
     }
 }

@@ -205,12 +205,20 @@ fn vectors(index: &Index, table: Table, batch: &RecordBatch, model: &str) -> Res
     let list = typed::<FixedSizeListArray>(batch, col::EMBEDDING)?;
     let missing = (0..batch.num_rows()).filter(|&i| list.is_null(i) || models.is_null(i)).count();
     if missing > 0 {
-        let problem =
-            IndexProblem::MissingVectors { table: table.to_string(), missing, rows: batch.num_rows(), model: model.to_owned() };
+        let problem = IndexProblem::MissingVectors {
+            table: table.to_string(),
+            missing,
+            rows: batch.num_rows(),
+            model: model.to_owned(),
+        };
         return Err(Error::index(index.root(), problem));
     }
     if let Some(other) = models.iter().flatten().find(|m| *m != model) {
-        let problem = IndexProblem::ModelMismatch { table: table.to_string(), found: other.to_owned(), configured: model.to_owned() };
+        let problem = IndexProblem::ModelMismatch {
+            table: table.to_string(),
+            found: other.to_owned(),
+            configured: model.to_owned(),
+        };
         return Err(Error::index(index.root(), problem));
     }
     let values = list.values().as_primitive::<Float32Type>().values().clone();
@@ -225,7 +233,8 @@ fn rows_by_id(ids: &StringArray) -> HashMap<&str, u32> {
 impl Kb {
     /// Reads the kb of `index`, whose vectors must all be of embedding model `model`.
     pub fn load(index: &Index, model: &str) -> Result<Kb> {
-        let missing: Vec<Table> = TABLES.iter().copied().filter(|t| !index.table_dir(*t).join("part-0000.parquet").is_file()).collect();
+        let missing: Vec<Table> =
+            TABLES.iter().copied().filter(|t| !index.table_dir(*t).join("part-0000.parquet").is_file()).collect();
         if missing.len() == TABLES.len() {
             return Err(Error::index(index.root(), IndexProblem::NoKb));
         }
@@ -233,10 +242,8 @@ impl Kb {
             let missing = missing.iter().map(|t| t.dir().to_owned()).collect();
             return Err(Error::index(index.root(), IndexProblem::IncompleteKb { missing }));
         }
-        let batches: Vec<RecordBatch> = TABLES
-            .par_iter()
-            .map(|t| read_table(index, *t).and_then(|b| one_batch(*t, b)))
-            .collect::<Result<_>>()?;
+        let batches: Vec<RecordBatch> =
+            TABLES.par_iter().map(|t| read_table(index, *t).and_then(|b| one_batch(*t, b))).collect::<Result<_>>()?;
         let [entities, hyperedges, edges, chunks, clusters, members, incidence, aliases] = &batches[..] else {
             return Err(Error::Internal("kb tables were not all read".into()));
         };
@@ -282,9 +289,12 @@ impl Kb {
         let cluster_row = rows_by_id(cluster_ids);
         let mut cluster_members = vec![Vec::new(); clusters.num_rows()];
         let mut hyperedge_clusters = vec![Vec::new(); hyperedges.id.len()];
-        let (member_cluster, member_hyperedge) = (string_column(members, col::CLUSTER_ID)?, string_column(members, col::HYPEREDGE_ID)?);
+        let (member_cluster, member_hyperedge) =
+            (string_column(members, col::CLUSTER_ID)?, string_column(members, col::HYPEREDGE_ID)?);
         for i in 0..members.num_rows() {
-            if let (Some(&c), Some(&h)) = (cluster_row.get(member_cluster.value(i)), hyperedge_row.get(member_hyperedge.value(i))) {
+            if let (Some(&c), Some(&h)) =
+                (cluster_row.get(member_cluster.value(i)), hyperedge_row.get(member_hyperedge.value(i)))
+            {
                 cluster_members[c as usize].push(h);
                 hyperedge_clusters[h as usize].push(c);
             }
@@ -317,8 +327,11 @@ impl Kb {
             by_name.entry(name.unwrap_or_default().to_owned()).or_default().push(i as u32);
         }
         let mut by_alias: HashMap<String, Vec<u32>> = HashMap::new();
-        let (alias, alias_entity, origin) =
-            (string_column(aliases, col::ALIAS)?, string_column(aliases, col::ENTITY_ID)?, string_column(aliases, col::ORIGIN)?);
+        let (alias, alias_entity, origin) = (
+            string_column(aliases, col::ALIAS)?,
+            string_column(aliases, col::ENTITY_ID)?,
+            string_column(aliases, col::ORIGIN)?,
+        );
         for i in 0..aliases.num_rows() {
             if origin.value(i) != "name"
                 && let Some(&e) = entity_row.get(alias_entity.value(i))

@@ -47,7 +47,8 @@ use crate::core::tokens::TokenCounter;
 use crate::core::{Error, Result};
 use crate::io::Index;
 use crate::io::calls::append_calls;
-use crate::io::parquet::{write_file_atomic, write_rows_parquet};
+use crate::io::files::write_file_atomic;
+use crate::io::parquet::write_rows_parquet;
 use crate::models::Embedder;
 
 /// Stage name (in `llm_calls`).
@@ -220,7 +221,15 @@ impl Engine {
         let started = Instant::now();
         let kb = Kb::load(index, embedder.model())?;
         let load_seconds = started.elapsed().as_secs_f64();
-        Ok(Engine { kb, load_seconds, index: index.clone(), embedder, query_entities, answerer, counter: TokenCounter::cl100k() })
+        Ok(Engine {
+            kb,
+            load_seconds,
+            index: index.clone(),
+            embedder,
+            query_entities,
+            answerer,
+            counter: TokenCounter::cl100k(),
+        })
     }
 
     /// The index the kb was loaded from.
@@ -295,7 +304,10 @@ impl Engine {
         let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
         let own_ms: f64 = assembled.iter().map(|a| a.2).sum();
         let scale = if own_ms > 0.0 { (wall_ms / own_ms).min(1.0) } else { 1.0 };
-        assembled.into_iter().map(|(context, matches, ms)| (context, matches, ms * scale + shared_ms, embed_ms)).collect()
+        assembled
+            .into_iter()
+            .map(|(context, matches, ms)| (context, matches, ms * scale + shared_ms, embed_ms))
+            .collect()
     }
 
     /// Answers every prepared question under `config` (mode, toggles, breadths, budget).

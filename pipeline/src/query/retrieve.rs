@@ -19,8 +19,8 @@ use serde::Serialize;
 use super::config::{Mode, QueryConfig, Thresholds};
 use super::kb::Kb;
 use super::scan::Hit;
-pub use crate::core::units::Unit;
 use crate::core::names::normalize;
+pub use crate::core::units::Unit;
 
 /// One retrieved row.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -138,7 +138,12 @@ pub fn retrieve(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: Qu
 
 /// Runs the configured strategy for a batch of questions; each table is scanned once for all of
 /// them (see [`flexstruct_scan::top_k_batch`]).
-pub fn retrieve_batch(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, queries: &[QueryInput<'_>]) -> Vec<Retrieval> {
+pub fn retrieve_batch(
+    kb: &Kb,
+    config: &QueryConfig,
+    thresholds: Thresholds,
+    queries: &[QueryInput<'_>],
+) -> Vec<Retrieval> {
     // Each question's lookups run on any core: a batch is spread like its scans.
     scan(kb, config, thresholds, queries)
         .into_par_iter()
@@ -163,7 +168,11 @@ fn scan(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, queries: &[QueryI
     match config.mode {
         Mode::None => {}
         Mode::Chunks => {
-            fill(kb.chunks.vectors.top_k_batch(&vectors, thresholds.chunk, config.chunk_k), |s| &mut s.chunks, &mut out);
+            fill(
+                kb.chunks.vectors.top_k_batch(&vectors, thresholds.chunk, config.chunk_k),
+                |s| &mut s.chunks,
+                &mut out,
+            );
         }
         Mode::Hybrid | Mode::Hypergraph | Mode::Graph => {
             let modules = Modules::of(config);
@@ -181,21 +190,40 @@ fn scan(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, queries: &[QueryI
             let probes: Vec<Vec<&[f32]>> = queries
                 .iter()
                 .map(|q| {
-                    if q.entity_vectors.is_empty() { vec![q.vector] } else { q.entity_vectors.iter().map(Vec::as_slice).collect() }
+                    if q.entity_vectors.is_empty() {
+                        vec![q.vector]
+                    } else {
+                        q.entity_vectors.iter().map(Vec::as_slice).collect()
+                    }
                 })
                 .collect();
-            let mut entity_hits = kb.entities.vectors.top_k_batch(&probes.concat(), f32::MIN, config.hgr_k_v).into_iter();
+            let mut entity_hits =
+                kb.entities.vectors.top_k_batch(&probes.concat(), f32::MIN, config.hgr_k_v).into_iter();
             for (scanned, probes) in out.iter_mut().zip(&probes) {
                 scanned.entities = entity_hits.by_ref().take(probes.len()).collect();
             }
-            fill(kb.hyperedges.vectors.top_k_batch(&vectors, f32::MIN, config.hgr_k_h), |s| &mut s.hyperedges, &mut out);
-            fill(kb.chunks.vectors.top_k_batch(&vectors, thresholds.chunk, config.chunk_k), |s| &mut s.chunks, &mut out);
+            fill(
+                kb.hyperedges.vectors.top_k_batch(&vectors, f32::MIN, config.hgr_k_h),
+                |s| &mut s.hyperedges,
+                &mut out,
+            );
+            fill(
+                kb.chunks.vectors.top_k_batch(&vectors, thresholds.chunk, config.chunk_k),
+                |s| &mut s.chunks,
+                &mut out,
+            );
         }
     }
     out
 }
 
-fn flexstruct(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: QueryInput<'_>, scanned: Scanned) -> Retrieval {
+fn flexstruct(
+    kb: &Kb,
+    config: &QueryConfig,
+    thresholds: Thresholds,
+    query: QueryInput<'_>,
+    scanned: Scanned,
+) -> Retrieval {
     let modules = Modules::of(config);
     let mut out = Retrieval::default();
     // The matched entity rows, for entity retrieval and as the first hop of bridge retrieval.
@@ -220,7 +248,10 @@ fn flexstruct(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, query: Quer
         out.rows.extend(hits(Unit::Cluster, sorted(clusters)));
     }
     if modules.bridges {
-        out.rows.extend(hits(Unit::Hyperedge, bridges(kb, query.vector, &matched, &scanned.hyperedges, thresholds.hyperedge, config.n_b)));
+        out.rows.extend(hits(
+            Unit::Hyperedge,
+            bridges(kb, query.vector, &matched, &scanned.hyperedges, thresholds.hyperedge, config.n_b),
+        ));
     }
     if modules.hyperedges {
         out.rows.extend(hits(Unit::Hyperedge, scanned.hyperedges));
@@ -263,7 +294,11 @@ fn bridges(kb: &Kb, query: &[f32], matched: &[u32], found: &[Hit], threshold: f3
         }
     };
     let titled = |name: &str| kb.by_title.get(name).into_iter().flatten().copied();
-    for h in matched.iter().flat_map(|&e| kb.entity_hyperedges[e as usize].iter().copied()).chain(own.iter().flat_map(|name| titled(name))) {
+    for h in matched
+        .iter()
+        .flat_map(|&e| kb.entity_hyperedges[e as usize].iter().copied())
+        .chain(own.iter().flat_map(|name| titled(name)))
+    {
         mark(&mut seen, &mut first_hop, h);
     }
     if matched.is_empty() {
@@ -282,7 +317,9 @@ fn bridges(kb: &Kb, query: &[f32], matched: &[u32], found: &[Hit], threshold: f3
         .filter(|&&e| !std::mem::replace(&mut named[e as usize], true))
         .map(|&e| names.value(e as usize))
         // A name joined with `and` ("nicki minaj and american") also stands for its parts.
-        .flat_map(|name| std::iter::once(name).chain(name.contains(" and ").then(|| name.split(" and ")).into_iter().flatten()))
+        .flat_map(|name| {
+            std::iter::once(name).chain(name.contains(" and ").then(|| name.split(" and ")).into_iter().flatten())
+        })
         .filter(|name| own.binary_search(name).is_err() && name.chars().any(char::is_alphabetic))
         .collect();
     neighbours.sort_unstable();
@@ -331,7 +368,8 @@ fn hypergraphrag(kb: &Kb, config: &QueryConfig, scanned: Scanned) -> Retrieval {
             raise(&mut hyperedges, h, e.score);
         }
     }
-    let to_hits = |map: HashMap<u32, f32>| sorted(map.into_iter().map(|(row, score)| Hit { row: row as usize, score }).collect());
+    let to_hits =
+        |map: HashMap<u32, f32>| sorted(map.into_iter().map(|(row, score)| Hit { row: row as usize, score }).collect());
     let mut rows: Vec<Retrieved> = hits(Unit::Entity, to_hits(all_entities)).collect();
     rows.extend(hits(Unit::Hyperedge, to_hits(hyperedges)));
     rows.extend(hits(Unit::Chunk, scanned.chunks));

@@ -6,12 +6,12 @@ use std::collections::HashMap;
 
 use arrow::array::{Int32Array, Int64Array, StringArray};
 
+use super::config::{Mode, QueryConfig, Thresholds};
 use super::context::Context;
 use super::generate;
 use super::kb::*;
 use super::retrieve::{QueryInput, Retrieved, Unit, retrieve};
 use super::scan::Vectors;
-use super::config::{Mode, QueryConfig, Thresholds};
 use crate::core::tokens::TokenCounter;
 
 /// The one document of the tiny kb. Every hyperedge is one of its sentences.
@@ -86,9 +86,12 @@ fn tiny_kb() -> Kb {
         text: strings(&[&format!("{}\n{}", sentences[0], sentences[1]), sentences[3]]),
         members: vec![vec![0, 1], vec![3]],
     };
-    let by_name: HashMap<String, Vec<u32>> =
-        [("velda basin authority", 0), ("mara quint", 1), ("harlow gauge", 2)].into_iter().map(|(k, v)| (k.to_owned(), vec![v])).collect();
-    let by_alias: HashMap<String, Vec<u32>> = [("vba", 0), ("quint", 1)].into_iter().map(|(k, v)| (k.to_owned(), vec![v])).collect();
+    let by_name: HashMap<String, Vec<u32>> = [("velda basin authority", 0), ("mara quint", 1), ("harlow gauge", 2)]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), vec![v]))
+        .collect();
+    let by_alias: HashMap<String, Vec<u32>> =
+        [("vba", 0), ("quint", 1)].into_iter().map(|(k, v)| (k.to_owned(), vec![v])).collect();
     Kb {
         model: "test".into(),
         entities,
@@ -136,7 +139,11 @@ fn config(mode: Mode, n_eh: usize, n_e: usize) -> QueryConfig {
 /// more nodes named like the authority.
 fn with_second_document(mut kb: Kb, hub_nodes: usize) -> Kb {
     fn append(a: &StringArray, more: &[&str]) -> StringArray {
-        a.iter().map(|v| v.unwrap_or_default().to_owned()).chain(more.iter().map(|s| s.to_string())).collect::<Vec<_>>().into()
+        a.iter()
+            .map(|v| v.unwrap_or_default().to_owned())
+            .chain(more.iter().map(|s| s.to_string()))
+            .collect::<Vec<_>>()
+            .into()
     }
     fn extend(v: &Vectors, cosines: &[f32]) -> Vectors {
         let mut values: Vec<f32> = (0..v.len()).flat_map(|r| v.row(r).to_vec()).collect();
@@ -192,10 +199,22 @@ fn toggles_reproduce_the_ablation_rows() {
         f(&mut c);
         (super::variant(&c), ids(&kb, &c, &q, OPEN))
     };
-    assert_eq!(with(|_| {}), ("hybrid".into(), vec!["e1", "c0", "c1", "h0", "h1", "h2", "h3", "g0"].into_iter().map(String::from).collect::<Vec<_>>()));
+    assert_eq!(
+        with(|_| {}),
+        (
+            "hybrid".into(),
+            vec!["e1", "c0", "c1", "h0", "h1", "h2", "h3", "g0"].into_iter().map(String::from).collect::<Vec<_>>()
+        )
+    );
     // w/o HR: clusters are still found through the scanned hyperedges.
-    assert_eq!(with(|c| c.hyperedges = false), ("hybrid w/o HR".into(), ["e1", "c0", "c1", "g0"].map(String::from).to_vec()));
-    assert_eq!(with(|c| c.clusters = false), ("hybrid w/o SSC".into(), ["e1", "h0", "h1", "h2", "h3", "g0"].map(String::from).to_vec()));
+    assert_eq!(
+        with(|c| c.hyperedges = false),
+        ("hybrid w/o HR".into(), ["e1", "c0", "c1", "g0"].map(String::from).to_vec())
+    );
+    assert_eq!(
+        with(|c| c.clusters = false),
+        ("hybrid w/o SSC".into(), ["e1", "h0", "h1", "h2", "h3", "g0"].map(String::from).to_vec())
+    );
     assert_eq!(with(|c| c.edges = false).1, ["e1", "c0", "c1", "h0", "h1", "h2", "h3"]);
     assert_eq!(with(|c| c.entities = false).1, ["c0", "c1", "h0", "h1", "h2", "h3", "g0"]);
     assert_eq!(
@@ -206,11 +225,15 @@ fn toggles_reproduce_the_ablation_rows() {
         }),
         ("hybrid w/o HR+SSC+ER".into(), vec!["e1".to_owned()])
     );
-    assert_eq!(with(|c| {
-        c.hyperedges = false;
-        c.clusters = false;
-        c.entities = false;
-    }).1, ["g0"]);
+    assert_eq!(
+        with(|c| {
+            c.hyperedges = false;
+            c.clusters = false;
+            c.entities = false;
+        })
+        .1,
+        ["g0"]
+    );
     // A toggle outside its mode changes nothing, and the label says only what the mode lost.
     let mut graph = config(Mode::Graph, 4, 1);
     graph.clusters = false;
@@ -238,7 +261,8 @@ fn bridges_reach_the_facts_of_a_neighbour_in_its_own_document() {
     assert_eq!(ids(&untitled, &c, &["Velda Basin Authority"], OPEN), ["e0", "h2", "h5", "h3", "h0", "h1"]);
     // A name the rules backend joined with "and" stands for its parts too.
     let mut joined = with_second_document(tiny_kb(), 0);
-    joined.entities.norm_name = strings(&["velda basin authority", "mara quint and harlow", "harlow gauge", "mara quint"]);
+    joined.entities.norm_name =
+        strings(&["velda basin authority", "mara quint and harlow", "harlow gauge", "mara quint"]);
     assert_eq!(ids(&joined, &c, &["Velda Basin Authority"], OPEN), ["e0", "h2", "h5", "h3", "h6", "h0", "h1"]);
     // τ_EH applies to bridges too; the question's own entity is no bridge; the toggle and N_B = 0
     // switch the module off.
@@ -384,7 +408,8 @@ fn context_is_deduplicated_ranked_cited_and_trimmed() {
 fn extractive_answers_quote_the_best_supported_sentence() {
     let kb = tiny_kb();
     let counter = TokenCounter::cl100k();
-    let rows: Vec<Retrieved> = (0..5).map(|row| Retrieved { unit: Unit::Hyperedge, row, score: 1.0 - row as f32 / 10.0 }).collect();
+    let rows: Vec<Retrieved> =
+        (0..5).map(|row| Retrieved { unit: Unit::Hyperedge, row, score: 1.0 - row as f32 / 10.0 }).collect();
     let context = Context::assemble(&kb, &rows, 0, &counter);
     let check = |question: &str, expected: &str| {
         let g = generate::extractive(question, &context);
@@ -410,7 +435,9 @@ fn extractive_answers_quote_the_best_supported_sentence() {
 fn rules_query_entities_split_joined_names_and_skip_openers() {
     let q = super::rules_query_entities("Who was born first out of Aivar Kuusmaa and Andy Summers?");
     assert_eq!(q, ["Aivar Kuusmaa and Andy Summers", "Aivar Kuusmaa", "Andy Summers"]);
-    let q = super::rules_query_entities("According to the minutes, what did Kestrel Optics offer the Larkspur Observatory?");
+    let q = super::rules_query_entities(
+        "According to the minutes, what did Kestrel Optics offer the Larkspur Observatory?",
+    );
     assert_eq!(q, ["Kestrel Optics", "Larkspur Observatory"]);
     assert!(super::rules_query_entities("what is this?").is_empty());
 }

@@ -19,7 +19,8 @@ use crate::core::ids::fingerprint;
 use crate::core::{Error, Result};
 use crate::io::calls::append_calls;
 use crate::io::failures::{self, Failure};
-use crate::io::parquet::{output_fingerprint, part_fingerprint, part_row_count, read_part, remove_part, row_count, write_part};
+use crate::io::files::remove_file;
+use crate::io::parquet::{output_fingerprint, part_fingerprint, part_row_count, read_part, row_count, write_part};
 use crate::io::{CallRecord, Index, Shard, StageMetrics};
 
 /// Receives progress of a stage (the binaries draw a progress bar; the library never prints).
@@ -53,10 +54,7 @@ pub struct RunContext<'a> {
 
 impl std::fmt::Debug for RunContext<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunContext")
-            .field("index", &self.index)
-            .field("shard", &self.shard)
-            .finish_non_exhaustive()
+        f.debug_struct("RunContext").field("index", &self.index).field("shard", &self.shard).finish_non_exhaustive()
     }
 }
 
@@ -105,10 +103,8 @@ where
     let started = Instant::now();
     ctx.index.check_shard(ctx.shard)?;
     let buckets: Vec<u32> = ctx.index.shard_buckets(ctx.shard).collect();
-    let total_units: u64 = buckets
-        .iter()
-        .map(|&b| part_row_count(&ctx.index.bucket_path(stage.inputs[0], b)))
-        .sum::<Result<u64>>()?;
+    let total_units: u64 =
+        buckets.iter().map(|&b| part_row_count(&ctx.index.bucket_path(stage.inputs[0], b))).sum::<Result<u64>>()?;
     ctx.progress.start(total_units);
     let failed_units = AtomicU64::new(0);
 
@@ -117,9 +113,7 @@ where
         .map(|&bucket| {
             let result = run_bucket(ctx, stage, bucket, &process)?;
             match &result {
-                BucketResult::Skipped { units, .. } | BucketResult::Done { units, .. } => {
-                    ctx.progress.advance(*units)
-                }
+                BucketResult::Skipped { units, .. } | BucketResult::Done { units, .. } => ctx.progress.advance(*units),
                 BucketResult::Removed | BucketResult::Empty => {}
             }
             if let BucketResult::Done { failures, .. } = &result {
@@ -169,7 +163,7 @@ where
         let mut removed = false;
         for path in &outputs {
             removed |= path.exists();
-            remove_part(path)?;
+            remove_file(path)?;
         }
         failures::replace(index, stage.name, &scope, &[])?;
         return Ok(if removed { BucketResult::Removed } else { BucketResult::Empty });

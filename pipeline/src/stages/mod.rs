@@ -49,8 +49,16 @@ pub enum Stage {
 
 impl Stage {
     /// Every stage, in order.
-    pub const ALL: [Stage; 8] =
-        [Stage::Ingest, Stage::Chunk, Stage::Extract, Stage::Hypergraph, Stage::Graph, Stage::Embed, Stage::Cluster, Stage::Merge];
+    pub const ALL: [Stage; 8] = [
+        Stage::Ingest,
+        Stage::Chunk,
+        Stage::Extract,
+        Stage::Hypergraph,
+        Stage::Graph,
+        Stage::Embed,
+        Stage::Cluster,
+        Stage::Merge,
+    ];
 
     /// The stage's name (manifest, failures, binaries, `llm_calls`).
     pub const fn name(self) -> &'static str {

@@ -7,7 +7,10 @@ use flexstruct_pipeline::models::{Embedder, MiniLm};
 
 fn model_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/models/all-MiniLM-L6-v2");
-    assert!(dir.join("model.safetensors").is_file(), "the MiniLM weights are missing: run `make model` (make test does)");
+    assert!(
+        dir.join("model.safetensors").is_file(),
+        "the MiniLM weights are missing: run `make model` (make test does)"
+    );
     dir
 }
 

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flexstruct_pipeline::llm::LlmConfig;
 use flexstruct_pipeline::io::FailureKind;
+use flexstruct_pipeline::llm::LlmConfig;
 use flexstruct_pipeline::llm::prompts::{ItemsAnswer, ask_json, items_messages};
 use flexstruct_pipeline::llm::{CallContext, LlmClient, LlmError, Message};
 use flexstruct_testkit::{FakeLlm, Reply};
@@ -103,7 +103,8 @@ fn answers_are_cached_across_clients_and_usage_is_accounted() {
 
 #[test]
 fn concurrency_never_exceeds_the_limit() {
-    let server = FakeLlm::start(|_| Reply::Slow { delay: Duration::from_millis(60), then: Box::new(Reply::content("ok")) });
+    let server =
+        FakeLlm::start(|_| Reply::Slow { delay: Duration::from_millis(60), then: Box::new(Reply::content("ok")) });
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(&server);
     cfg.max_concurrency = 3;
@@ -162,7 +163,8 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 fn unreadable_answers_get_one_repair_round() {
     let good = r#"{"items": [{"statement": "A met B.", "span": "A met B.", "entities": ["A", "B"]}]}"#;
     let server = FakeLlm::start(|_| Reply::content("I cannot answer in JSON, sorry."));
-    server.script([Reply::content("Here are the items: none, really."), Reply::content(format!("```json\n{good}\n```"))]);
+    server
+        .script([Reply::content("Here are the items: none, really."), Reply::content(format!("```json\n{good}\n```"))]);
     let dir = tempfile::tempdir().unwrap();
     let client = LlmClient::new(&config(&server), dir.path()).unwrap();
     let rt = runtime();
@@ -177,7 +179,8 @@ fn unreadable_answers_get_one_repair_round() {
     assert_eq!(err.kind, FailureKind::Unparseable);
 
     // A truncated answer is repaired without asking again.
-    server.script([Reply::content(r#"{"items": [{"statement": "C.", "span": "C.", "entities": []}, {"statement": "D"#)]);
+    server
+        .script([Reply::content(r#"{"items": [{"statement": "C.", "span": "C.", "entities": []}, {"statement": "D"#)]);
     let before = server.request_count();
     let answer: ItemsAnswer = rt.block_on(ask_json(&client, &context(), items_messages(&[], "third"))).unwrap();
     assert_eq!((answer.items.len(), server.request_count() - before), (1, 1));
@@ -190,7 +193,13 @@ fn remote_embeddings_are_ordered_normalised_cached_and_recorded() {
     let server = FakeLlm::start(flexstruct_testkit::embeddings_responder);
     server.script([Reply::Status { code: 429, retry_after: Some(0.0) }]);
     let dir = tempfile::tempdir().unwrap();
-    let config = EmbedConfig { model: "text-embedding-fake".into(), base_url: server.base_url(), api_key_env: String::new(), batch_size: 2, ..EmbedConfig::default() };
+    let config = EmbedConfig {
+        model: "text-embedding-fake".into(),
+        base_url: server.base_url(),
+        api_key_env: String::new(),
+        batch_size: 2,
+        ..EmbedConfig::default()
+    };
     let embedder = RemoteEmbedder::connect(&config, dir.path()).unwrap();
     assert_eq!((embedder.dim(), embedder.model()), (4, "text-embedding-fake"));
     let vectors = embedder.embed(&["a", "bb", "ccc"]).unwrap();

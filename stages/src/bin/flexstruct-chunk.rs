@@ -7,5 +7,9 @@ use flexstruct_pipeline::stages::chunk;
 use flexstruct_stages::table_stage_main;
 
 fn main() -> ExitCode {
-    table_stage_main(chunk::STAGE, "Splits every document into token-balanced chunks with exact character offsets (dynamic partitioning).", compose::chunk)
+    table_stage_main(
+        chunk::STAGE,
+        "Splits every document into token-balanced chunks with exact character offsets (dynamic partitioning).",
+        compose::chunk,
+    )
 }

@@ -7,5 +7,9 @@ use flexstruct_pipeline::stages::cluster;
 use flexstruct_stages::table_stage_main;
 
 fn main() -> ExitCode {
-    table_stage_main(cluster::STAGE, "Clusters each document's hyperedges by semantic and positional distance with HDBSCAN (structure-aware semantic clustering).", compose::cluster)
+    table_stage_main(
+        cluster::STAGE,
+        "Clusters each document's hyperedges by semantic and positional distance with HDBSCAN (structure-aware semantic clustering).",
+        compose::cluster,
+    )
 }

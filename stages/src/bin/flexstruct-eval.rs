@@ -122,7 +122,12 @@ impl Observer for Printer {
             .iter()
             .map(|m| format!("{} {:.1} s ({} done, {} up to date)", m.stage, m.seconds, m.units_done, m.units_skipped))
             .collect();
-        eprintln!("eval: sibling index {} rebuilt in {:.1} s: {}", sibling.index.root().display(), sibling.seconds, done.join(", "));
+        eprintln!(
+            "eval: sibling index {} rebuilt in {:.1} s: {}",
+            sibling.index.root().display(),
+            sibling.seconds,
+            done.join(", ")
+        );
     }
 }
 
@@ -137,7 +142,9 @@ fn setup(c: &Common) -> anyhow::Result<Setup> {
 fn run(cli: Cli) -> anyhow::Result<Outcome> {
     cli.threads.init()?;
     let report = match cli.command {
-        Command::Run(args) => suite::compare(&setup(&args.common)?, &args.modes, args.equal_budget, &args.common.out, &Printer)?,
+        Command::Run(args) => {
+            suite::compare(&setup(&args.common)?, &args.modes, args.equal_budget, &args.common.out, &Printer)?
+        }
         Command::Ablate(args) => suite::ablate(&setup(&args)?, &args.out, &Printer)?,
         Command::Sweep(args) => {
             let param = Parameter::parse(&args.param)?;

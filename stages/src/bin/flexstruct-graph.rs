@@ -7,5 +7,9 @@ use flexstruct_pipeline::stages::graph;
 use flexstruct_stages::table_stage_main;
 
 fn main() -> ExitCode {
-    table_stage_main(graph::STAGE, "Builds the binary graph: pairwise relations around anchor entities (hyperdegree > tau_e).", compose::graph)
+    table_stage_main(
+        graph::STAGE,
+        "Builds the binary graph: pairwise relations around anchor entities (hyperdegree > tau_e).",
+        compose::graph,
+    )
 }

@@ -135,7 +135,8 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
             println!("{}", serde_json::to_string(a)?);
         }
     } else {
-        let printed: Vec<String> = answers.iter().map(|a| for_a_person(a, &index, args.show)).collect::<anyhow::Result<_>>()?;
+        let printed: Vec<String> =
+            answers.iter().map(|a| for_a_person(a, &index, args.show)).collect::<anyhow::Result<_>>()?;
         print!("{}", printed.join("\n"));
     }
     if !args.quiet {
@@ -151,12 +152,24 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
 /// The answer, then each piece of evidence with its document, span and the cited source text.
 fn for_a_person(a: &Answer, index: &Index, show: usize) -> anyhow::Result<String> {
     let mut s = String::new();
-    let answer = if a.answer.is_empty() { "(no answer: nothing was retrieved and no LLM is configured)" } else { &a.answer };
+    let answer =
+        if a.answer.is_empty() { "(no answer: nothing was retrieved and no LLM is configured)" } else { &a.answer };
     s.push_str(&format!("Q: {}\nA: {answer}\n", a.question));
     for c in &a.citations {
-        s.push_str(&format!("   cited: {} [{}..{}] \"{}\"\n", c.doc_id, c.start, c.end, source_text(index, &c.doc_id, c.start, c.end)?));
+        s.push_str(&format!(
+            "   cited: {} [{}..{}] \"{}\"\n",
+            c.doc_id,
+            c.start,
+            c.end,
+            source_text(index, &c.doc_id, c.start, c.end)?
+        ));
     }
-    s.push_str(&format!("\nEvidence ({}, {} tokens{}):\n", a.variant, a.context_tokens, if a.trimmed > 0 { format!(", {} trimmed", a.trimmed) } else { String::new() }));
+    s.push_str(&format!(
+        "\nEvidence ({}, {} tokens{}):\n",
+        a.variant,
+        a.context_tokens,
+        if a.trimmed > 0 { format!(", {} trimmed", a.trimmed) } else { String::new() }
+    ));
     for (i, e) in a.evidence.iter().enumerate().take(show) {
         let span = match (e.start, e.end) {
             (Some(start), Some(end)) => format!(" [{start}..{end}]"),
@@ -165,7 +178,13 @@ fn for_a_person(a: &Answer, index: &Index, show: usize) -> anyhow::Result<String
         let mark = if a.cited.contains(&(i + 1)) { "*" } else { " " };
         let text: String = e.text.chars().take(220).collect();
         let more = if e.text.chars().count() > 220 { "…" } else { "" };
-        s.push_str(&format!("{mark}[{}] {:<9} {:.3}  {}{span}\n      {text}{more}\n", i + 1, e.unit.name(), e.score, e.doc_id));
+        s.push_str(&format!(
+            "{mark}[{}] {:<9} {:.3}  {}{span}\n      {text}{more}\n",
+            i + 1,
+            e.unit.name(),
+            e.score,
+            e.doc_id
+        ));
     }
     if a.evidence.len() > show {
         s.push_str(&format!("  … and {} more (--show N)\n", a.evidence.len() - show));
@@ -179,7 +198,8 @@ fn source_text(index: &Index, doc_id: &str, start: i64, end: i64) -> anyhow::Res
     for batch in &docs {
         let text = string_column(batch, flexstruct_schemas::col::TEXT)?;
         if batch.num_rows() > 0 {
-            let span: String = text.value(0).chars().skip(start.max(0) as usize).take((end - start).max(0) as usize).collect();
+            let span: String =
+                text.value(0).chars().skip(start.max(0) as usize).take((end - start).max(0) as usize).collect();
             return Ok(span.split_whitespace().collect::<Vec<_>>().join(" "));
         }
     }

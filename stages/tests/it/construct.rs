@@ -29,29 +29,47 @@ fn the_sample_corpus_becomes_a_consistent_hypergraph_and_graph() {
     build(&index, &[]);
 
     // Every chunk produced items; every item's span is located and reproduces the document text.
-    assert_eq!(scalar(&index, "SELECT count(*) FROM chunks c LEFT JOIN items i USING (doc_id, chunk_idx) WHERE i.item_idx IS NULL"), 0);
+    assert_eq!(
+        scalar(
+            &index,
+            "SELECT count(*) FROM chunks c LEFT JOIN items i USING (doc_id, chunk_idx) WHERE i.item_idx IS NULL"
+        ),
+        0
+    );
     assert_eq!(scalar(&index, "SELECT count(*) FROM items WHERE ref_start IS NULL"), 0);
     assert_eq!(
-        scalar(&index, "SELECT count(*) FROM items i JOIN documents d USING (doc_id) \
-                        WHERE substr(d.text, i.ref_start + 1, i.ref_end - i.ref_start) <> i.ref_text"),
+        scalar(
+            &index,
+            "SELECT count(*) FROM items i JOIN documents d USING (doc_id) \
+                        WHERE substr(d.text, i.ref_start + 1, i.ref_end - i.ref_start) <> i.ref_text"
+        ),
         0
     );
     assert_eq!(scalar(&index, "SELECT count(DISTINCT extractor) FROM items WHERE extractor = 'rules'"), 1);
     // Item indexes run 0..n per document, in chunk order.
     assert_eq!(
-        scalar(&index, "SELECT count(*) FROM (SELECT doc_id, max(item_idx) + 1 AS m, count(*) AS n FROM items GROUP BY doc_id) WHERE m <> n"),
+        scalar(
+            &index,
+            "SELECT count(*) FROM (SELECT doc_id, max(item_idx) + 1 AS m, count(*) AS n FROM items GROUP BY doc_id) WHERE m <> n"
+        ),
         0
     );
 
     // One hyperedge per item; incidences point at existing entities; hyperdegree = incidences.
     assert_eq!(scalar(&index, "SELECT (SELECT count(*) FROM items) - (SELECT count(*) FROM hyperedges)"), 0);
     assert_eq!(
-        scalar(&index, "SELECT count(*) FROM hyperedge_entities x LEFT JOIN entities e USING (entity_id) WHERE e.name IS NULL"),
+        scalar(
+            &index,
+            "SELECT count(*) FROM hyperedge_entities x LEFT JOIN entities e USING (entity_id) WHERE e.name IS NULL"
+        ),
         0
     );
     assert_eq!(
-        scalar(&index, "SELECT count(*) FROM entities e JOIN (SELECT entity_id, count(*) AS n FROM hyperedge_entities \
-                        GROUP BY entity_id) x USING (entity_id) WHERE x.n <> e.hyperdegree"),
+        scalar(
+            &index,
+            "SELECT count(*) FROM entities e JOIN (SELECT entity_id, count(*) AS n FROM hyperedge_entities \
+                        GROUP BY entity_id) x USING (entity_id) WHERE x.n <> e.hyperdegree"
+        ),
         0
     );
     // Aliases: the acronym and the long name are one entity.
@@ -64,15 +82,21 @@ fn the_sample_corpus_becomes_a_consistent_hypergraph_and_graph() {
     // whose span contains the edge text.
     assert!(scalar(&index, "SELECT count(*) FROM edges").as_i64().unwrap() > 0);
     assert_eq!(
-        scalar(&index, "SELECT count(*) FROM edges e JOIN entities s ON s.entity_id = e.source_id \
+        scalar(
+            &index,
+            "SELECT count(*) FROM edges e JOIN entities s ON s.entity_id = e.source_id \
                         JOIN entities t ON t.entity_id = e.target_id \
                         JOIN hyperedges h ON h.hyperedge_id = e.hyperedge_id \
                         WHERE s.hyperdegree <= 3 AND t.hyperdegree <= 3 OR strpos(h.ref_text, e.text) = 0 \
-                        OR s.doc_id <> e.doc_id OR t.doc_id <> e.doc_id"),
+                        OR s.doc_id <> e.doc_id OR t.doc_id <> e.doc_id"
+        ),
         0
     );
     assert_eq!(
-        scalar(&index, "SELECT count(*) FROM edges e LEFT JOIN entities s ON s.entity_id = e.source_id WHERE s.name IS NULL"),
+        scalar(
+            &index,
+            "SELECT count(*) FROM edges e LEFT JOIN entities s ON s.entity_id = e.source_id WHERE s.name IS NULL"
+        ),
         0
     );
 }

@@ -14,7 +14,14 @@ use crate::util::*;
 fn eval(args: &[&str], index: &Path, out: &Path, extra_env: &[(&str, &str)]) -> Run {
     let questions = questions_file();
     let mut all = args.to_vec();
-    all.extend(["--index", index.to_str().unwrap(), "--questions", questions.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    all.extend([
+        "--index",
+        index.to_str().unwrap(),
+        "--questions",
+        questions.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     let mut env = ENV.to_vec();
     env.extend(extra_env);
     let r = run_env("eval", &all, &env);
@@ -23,11 +30,19 @@ fn eval(args: &[&str], index: &Path, out: &Path, extra_env: &[(&str, &str)]) -> 
 }
 
 fn summary(out: &Path) -> serde_json::Map<String, Value> {
-    serde_json::from_str::<Value>(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap().as_object().unwrap().clone()
+    serde_json::from_str::<Value>(&std::fs::read_to_string(out.join("summary.json")).unwrap())
+        .unwrap()
+        .as_object()
+        .unwrap()
+        .clone()
 }
 
 fn results(out: &Path) -> Vec<Value> {
-    std::fs::read_to_string(out.join("results.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    std::fs::read_to_string(out.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[test]
@@ -39,11 +54,30 @@ fn strategies_side_by_side_and_at_an_equal_budget() {
     let budget = s["hybrid"]["context_tokens_mean"].as_f64().unwrap().round() as u64;
     let mut keys: Vec<&String> = s.keys().collect();
     keys.sort();
-    assert_eq!(keys, [&"chunks".to_owned(), &format!("chunks @{budget}"), &"hybrid".to_owned(), &format!("hybrid @{budget}"), &"none".to_owned()]);
+    assert_eq!(
+        keys,
+        [
+            &"chunks".to_owned(),
+            &format!("chunks @{budget}"),
+            &"hybrid".to_owned(),
+            &format!("hybrid @{budget}"),
+            &"none".to_owned()
+        ]
+    );
     for (name, st) in &s {
         assert_eq!(st["n"], 8, "{name}");
         assert!(st["ge"].is_null(), "GE is not measured without an LLM");
-        for key in ["em", "f1", "answer_recall", "answer_token_recall", "evidence_recall", "doc_recall", "context_tokens_mean", "retrieval_ms_p50", "retrieval_ms_p95"] {
+        for key in [
+            "em",
+            "f1",
+            "answer_recall",
+            "answer_token_recall",
+            "evidence_recall",
+            "doc_recall",
+            "context_tokens_mean",
+            "retrieval_ms_p50",
+            "retrieval_ms_p95",
+        ] {
             assert!(st[key].is_number(), "{name}.{key} = {}", st[key]);
         }
         assert!(st["by_type"]["factoid"]["n"].as_u64().unwrap() == 6 && st["by_type"]["free-form"]["n"] == 2, "{st}");
@@ -57,13 +91,21 @@ fn strategies_side_by_side_and_at_an_equal_budget() {
     }
     assert_eq!(results(&out).len(), 5 * 8);
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
-    assert!(report.contains("| hybrid | 8 |") && report.contains("not measured") && report.contains("## Cost"), "{report}");
+    assert!(
+        report.contains("| hybrid | 8 |") && report.contains("not measured") && report.contains("## Cost"),
+        "{report}"
+    );
     assert!(report.contains("![measures per variant](measures.svg)"));
     for f in ["measures.svg", "context_tokens.svg", "results.parquet"] {
         assert!(out.join(f).is_file(), "{f}");
     }
     let file = std::fs::File::open(out.join("results.parquet")).unwrap();
-    let rows: usize = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap().map(|b| b.unwrap().num_rows()).sum();
+    let rows: usize = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap()
+        .map(|b| b.unwrap().num_rows())
+        .sum();
     assert_eq!(rows, 40);
 }
 
@@ -76,7 +118,16 @@ fn the_ablation_table_and_its_sliding_window_sibling() {
     let r = eval(&["ablate"], &index, &out, &[]);
     let s = summary(&out);
     assert_eq!(s.len(), 13);
-    for label in ["FlexStructRAG + BR (default)", "FlexStructRAG (paper)", "w/o SW", "w/o SSC", "w/o HR", "w/o EnR", "w/o ER", "w/o HR+SSC+EnR"] {
+    for label in [
+        "FlexStructRAG + BR (default)",
+        "FlexStructRAG (paper)",
+        "w/o SW",
+        "w/o SSC",
+        "w/o HR",
+        "w/o EnR",
+        "w/o ER",
+        "w/o HR+SSC+EnR",
+    ] {
         assert!(s.contains_key(label), "{label}");
     }
     assert!(r.stderr.contains("index.variants/no-sw rebuilt"), "{}", r.stderr);
@@ -88,7 +139,11 @@ fn the_ablation_table_and_its_sliding_window_sibling() {
     assert!(tokens("w/o HR+SSC+ER") <= tokens("FlexStructRAG (paper)"));
     assert!(tokens("FlexStructRAG (paper)") <= tokens("FlexStructRAG + BR (default)"));
     // The base index is untouched by the sibling's rebuild.
-    assert!(query(&index, "SELECT DISTINCT config FROM manifest WHERE stage = 'extract'").iter().all(|c| !c["config"].as_str().unwrap().contains("\"window\":false")));
+    assert!(
+        query(&index, "SELECT DISTINCT config FROM manifest WHERE stage = 'extract'")
+            .iter()
+            .all(|c| !c["config"].as_str().unwrap().contains("\"window\":false"))
+    );
 }
 
 #[test]
@@ -106,7 +161,9 @@ fn sweeps_at_query_time_and_with_rebuilt_siblings() {
     let out = tmp.path().join("tau_e");
     let r = eval(&["sweep", "--param", "tau_e", "--values", "1,8"], &index, &out, &[]);
     assert!(r.stderr.contains("tau_e-1 rebuilt") && r.stderr.contains("tau_e-8 rebuilt"), "{}", r.stderr);
-    let edges = |v: &str| scalar(&tmp.path().join(format!("index.variants/tau_e-{v}")), "SELECT count(*) FROM kb.edges").as_i64().unwrap();
+    let edges = |v: &str| {
+        scalar(&tmp.path().join(format!("index.variants/tau_e-{v}")), "SELECT count(*) FROM kb.edges").as_i64().unwrap()
+    };
     assert!(edges("1") > edges("8"), "τ_e = 1 makes more anchors, so more edges");
     assert!(summary(&out).contains_key("tau_e=8 edges only"));
 }
@@ -118,7 +175,9 @@ fn ge_comes_from_the_llm_judge_and_costs_are_tabled() {
         if user.contains("\n\nEVIDENCE:\n") {
             Reply::content("Rafael Ortiz [1].")
         } else if user.contains("\n\nREFERENCE: ") {
-            Reply::content("{\"comprehensiveness\": 8, \"knowledgeability\": 8, \"correctness\": 8, \"relevance\": 8, \"diversity\": 8, \"logical_coherence\": 8, \"factuality\": 8}")
+            Reply::content(
+                "{\"comprehensiveness\": 8, \"knowledgeability\": 8, \"correctness\": 8, \"relevance\": 8, \"diversity\": 8, \"logical_coherence\": 8, \"factuality\": 8}",
+            )
         } else {
             Reply::content("{\"entities\": []}")
         }
@@ -131,7 +190,8 @@ fn ge_comes_from_the_llm_judge_and_costs_are_tabled() {
     eval(&["run", "--modes", "hybrid"], &index, &out, &fake_llm_env(&url));
     let rows = results(&out);
     // GE = mean over questions of (8/10 + F1)/2, ×100.
-    let expected = rows.iter().map(|r| (0.8 + r["f1"].as_f64().unwrap()) / 2.0).sum::<f64>() / rows.len() as f64 * 100.0;
+    let expected =
+        rows.iter().map(|r| (0.8 + r["f1"].as_f64().unwrap()) / 2.0).sum::<f64>() / rows.len() as f64 * 100.0;
     let ge = summary(&out)["hybrid"]["ge"].as_f64().unwrap();
     assert!((ge - expected).abs() < 0.01, "{ge} vs {expected}");
     assert!(rows.iter().all(|r| r["answer"] == "Rafael Ortiz [1]."));
@@ -139,7 +199,8 @@ fn ge_comes_from_the_llm_judge_and_costs_are_tabled() {
 
     let cost = run("eval", &["cost", "--index", index.to_str().unwrap()]);
     assert_eq!(cost.code, 0, "{}", cost.stderr);
-    let line = |stage: &str| cost.stdout.lines().find(|l| l.contains(&format!("| {stage} "))).unwrap_or_default().to_owned();
+    let line =
+        |stage: &str| cost.stdout.lines().find(|l| l.contains(&format!("| {stage} "))).unwrap_or_default().to_owned();
     assert!(line("query").contains("generation") && line("query").contains("| 16 "), "{}", cost.stdout);
     assert!(line("eval").contains("| 8 "), "{}", cost.stdout);
     assert!(line("extract").contains("construction"), "{}", cost.stdout);

@@ -110,7 +110,10 @@ fn bad_inputs_are_named_recorded_and_good_documents_go_through() {
     // The manifest recorded both runs with their row counts.
     let runs = query(&index, "SELECT stage, rows_in, rows_out, units_failed FROM manifest ORDER BY started_at");
     assert_eq!(runs.len(), 2);
-    assert_eq!((runs[0]["stage"].as_str(), runs[0]["rows_out"].as_i64(), runs[0]["units_failed"].as_i64()), (Some("ingest"), Some(4), Some(6)));
+    assert_eq!(
+        (runs[0]["stage"].as_str(), runs[0]["rows_out"].as_i64(), runs[0]["units_failed"].as_i64()),
+        (Some("ingest"), Some(4), Some(6))
+    );
     assert_eq!(runs[1]["stage"], "chunk");
 }
 
@@ -146,7 +149,11 @@ fn prune_removes_documents_and_their_chunks() {
     let corpus = tmp.path().join("corpus");
     write_files(
         &corpus,
-        &[("a.txt", long_doc(1, 4).as_bytes()), ("b.txt", long_doc(2, 4).as_bytes()), ("c.txt", long_doc(3, 4).as_bytes())],
+        &[
+            ("a.txt", long_doc(1, 4).as_bytes()),
+            ("b.txt", long_doc(2, 4).as_bytes()),
+            ("c.txt", long_doc(3, 4).as_bytes()),
+        ],
     );
     let index = tmp.path().join("index");
     let (ingest, chunk) = ingest_chunk(&index, &corpus, None);
@@ -187,7 +194,10 @@ fn shards_partition_the_work_and_add_up_to_a_full_run() {
     let s = sharded.to_str().unwrap();
     let c = config.to_str().unwrap();
     for shard in ["0/2", "1/2"] {
-        let ingest = run("ingest", &["--index", s, "--config", c, "--corpus", corpus.to_str().unwrap(), "--shard", shard, "--quiet"]);
+        let ingest = run(
+            "ingest",
+            &["--index", s, "--config", c, "--corpus", corpus.to_str().unwrap(), "--shard", shard, "--quiet"],
+        );
         assert_eq!(ingest.code, 0, "{}", ingest.stderr);
         let chunk = run("chunk", &["--index", s, "--config", c, "--shard", shard]);
         assert!(chunk.stderr.contains(&format!("[shard {shard}]")), "{}", chunk.stderr);
@@ -246,7 +256,8 @@ fn usage_errors_exit_2_with_a_clear_message() {
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("ct_max"), "{}", out.stderr);
 
-    let out = run_env("chunk", &[], &[("FLEXSTRUCT_INDEX", index.to_str().unwrap()), ("FLEXSTRUCT_CHUNK__CT_MIN", "9000")]);
+    let out =
+        run_env("chunk", &[], &[("FLEXSTRUCT_INDEX", index.to_str().unwrap()), ("FLEXSTRUCT_CHUNK__CT_MIN", "9000")]);
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("ct_min (9000) must not exceed"), "{}", out.stderr);
 }

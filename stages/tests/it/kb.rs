@@ -31,10 +31,20 @@ pub(crate) fn build(index: &Path, corpus: &Path, prune: bool) -> Vec<Run> {
 }
 
 fn kb_dump(index: &Path) -> Vec<Vec<serde_json::Value>> {
-    ["entities", "hyperedges", "edges", "chunks", "hyperedge_entities", "clusters", "cluster_members", "aliases", "doc_stats"]
-        .iter()
-        .map(|t| query(index, &format!("SELECT * FROM kb.{t} ORDER BY 1, 2, 3")))
-        .collect()
+    [
+        "entities",
+        "hyperedges",
+        "edges",
+        "chunks",
+        "hyperedge_entities",
+        "clusters",
+        "cluster_members",
+        "aliases",
+        "doc_stats",
+    ]
+    .iter()
+    .map(|t| query(index, &format!("SELECT * FROM kb.{t} ORDER BY 1, 2, 3")))
+    .collect()
 }
 
 #[test]
@@ -49,8 +59,15 @@ fn the_kb_holds_every_unit_with_its_vector_and_reruns_are_free() {
          + (SELECT count(*) FROM chunks) - (SELECT count(*) FROM embeddings WHERE model = 'hashing-64')",
     );
     assert_eq!(units, 0);
-    for (kb, table) in [("entities", "entities"), ("hyperedges", "hyperedges"), ("edges", "edges"), ("chunks", "chunks")] {
-        let diff = scalar(&index, &format!("SELECT (SELECT count(*) FROM kb.{kb} WHERE embedding IS NOT NULL) - (SELECT count(*) FROM {table})"));
+    for (kb, table) in
+        [("entities", "entities"), ("hyperedges", "hyperedges"), ("edges", "edges"), ("chunks", "chunks")]
+    {
+        let diff = scalar(
+            &index,
+            &format!(
+                "SELECT (SELECT count(*) FROM kb.{kb} WHERE embedding IS NOT NULL) - (SELECT count(*) FROM {table})"
+            ),
+        );
         assert_eq!(diff, 0, "kb.{kb}");
     }
     // Clusters: members exist, texts are their spans in extraction order.
@@ -62,7 +79,10 @@ fn the_kb_holds_every_unit_with_its_vector_and_reruns_are_free() {
     );
     assert_eq!(mismatched, 0);
     // Aliases: the abbreviation names the authority; stats agree with the tables.
-    let kvwa = query(&index, "SELECT DISTINCT e.name FROM kb.aliases a JOIN kb.entities e USING (entity_id) WHERE a.alias = 'kvwa'");
+    let kvwa = query(
+        &index,
+        "SELECT DISTINCT e.name FROM kb.aliases a JOIN kb.entities e USING (entity_id) WHERE a.alias = 'kvwa'",
+    );
     assert_eq!(kvwa.len(), 1);
     assert_eq!(kvwa[0]["name"], "Kestrel Valley Water Authority");
     assert_eq!(scalar(&index, "SELECT sum(n_items) - (SELECT count(*) FROM items) FROM kb.doc_stats"), 0);

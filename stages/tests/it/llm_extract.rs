@@ -17,7 +17,11 @@ fn corpus_index(dir: &Path, name: &str, docs: usize) -> PathBuf {
         let lines: String = (0..docs)
             .map(|d| {
                 let text = (0..4)
-                    .map(|p| format!("Station {d} of the Kestrel Survey logged {p} readings. Ana Lind checked them on day {p}."))
+                    .map(|p| {
+                        format!(
+                            "Station {d} of the Kestrel Survey logged {p} readings. Ana Lind checked them on day {p}."
+                        )
+                    })
                     .collect::<Vec<_>>()
                     .join("\n\n");
                 serde_json::json!({"doc_id": format!("doc{d}"), "text": text}).to_string() + "\n"
@@ -55,7 +59,9 @@ fn extract(index: &Path, env: &[(String, String)]) -> Run {
 /// Data files that a rerun must reproduce (logs and the cache left out).
 fn tables(index: &Path) -> BTreeMap<String, String> {
     let mut files = data_files(index);
-    files.retain(|k, _| !k.starts_with("llm_calls") && !k.starts_with("llm_cache") && !k.rsplit('/').next().unwrap().starts_with('.'));
+    files.retain(|k, _| {
+        !k.starts_with("llm_calls") && !k.starts_with("llm_cache") && !k.rsplit('/').next().unwrap().starts_with('.')
+    });
     files
 }
 
@@ -64,7 +70,8 @@ fn llm_items_are_located_and_every_call_is_recorded() {
     let tmp = tempfile::tempdir().unwrap();
     let index = corpus_index(tmp.path(), "index", 3);
     let server = FakeLlm::start(items_from_target);
-    server.script([Reply::Status { code: 429, retry_after: Some(0.05) }, Reply::Status { code: 500, retry_after: None }]);
+    server
+        .script([Reply::Status { code: 429, retry_after: Some(0.05) }, Reply::Status { code: 500, retry_after: None }]);
     let env = llm_env(&server, &tmp.path().join("small.toml"));
     let out = extract(&index, &env);
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -74,8 +81,11 @@ fn llm_items_are_located_and_every_call_is_recorded() {
     assert_eq!(scalar(&index, "SELECT count(*) FROM items WHERE extractor <> 'llm:fake-model'"), 0);
     assert_eq!(scalar(&index, "SELECT count(*) FROM items WHERE ref_start IS NULL"), 0);
     assert_eq!(
-        scalar(&index, "SELECT count(*) FROM items i JOIN documents d USING (doc_id) \
-                        WHERE substr(d.text, i.ref_start + 1, i.ref_end - i.ref_start) <> i.ref_text"),
+        scalar(
+            &index,
+            "SELECT count(*) FROM items i JOIN documents d USING (doc_id) \
+                        WHERE substr(d.text, i.ref_start + 1, i.ref_end - i.ref_start) <> i.ref_text"
+        ),
         0
     );
     let calls = query(&index, "SELECT status, count(*) AS n FROM llm_calls GROUP BY status ORDER BY status");
@@ -101,7 +111,14 @@ fn failed_chunks_are_recorded_and_only_they_are_asked_again() {
     let index = corpus_index(tmp.path(), "index", 3);
     // Chunks that mention "day 2" get an answer that stays unreadable after the repair round.
     let broken = FakeLlm::start(|r: &Request| {
-        if r.body["messages"][1]["content"].as_str().unwrap_or("").rsplit("TARGET:").next().unwrap_or("").contains("day 2") {
+        if r.body["messages"][1]["content"]
+            .as_str()
+            .unwrap_or("")
+            .rsplit("TARGET:")
+            .next()
+            .unwrap_or("")
+            .contains("day 2")
+        {
             Reply::content("no json, sorry")
         } else {
             items_from_target(r)
@@ -110,7 +127,9 @@ fn failed_chunks_are_recorded_and_only_they_are_asked_again() {
     let env = llm_env(&broken, &tmp.path().join("small.toml"));
     let out = extract(&index, &env);
     assert_eq!(out.code, 1, "{}", out.stderr);
-    let failed = scalar(&index, "SELECT count(*) FROM failures WHERE stage = 'extract' AND kind = 'unparseable'").as_i64().unwrap();
+    let failed = scalar(&index, "SELECT count(*) FROM failures WHERE stage = 'extract' AND kind = 'unparseable'")
+        .as_i64()
+        .unwrap();
     assert!(failed > 0);
     assert!(out.stderr.contains("unreadable answer after a repair request"), "{}", out.stderr);
 
@@ -120,8 +139,10 @@ fn failed_chunks_are_recorded_and_only_they_are_asked_again() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(fixed.request_count() as i64, failed);
     assert_eq!(scalar(&index, "SELECT count(*) FROM failures"), 0);
-    let chunks_without_items =
-        scalar(&index, "SELECT count(*) FROM chunks c LEFT JOIN items i USING (doc_id, chunk_idx) WHERE i.item_idx IS NULL");
+    let chunks_without_items = scalar(
+        &index,
+        "SELECT count(*) FROM chunks c LEFT JOIN items i USING (doc_id, chunk_idx) WHERE i.item_idx IS NULL",
+    );
     assert_eq!(chunks_without_items, 0);
 }
 
@@ -177,11 +198,23 @@ fn the_llm_writes_summaries_above_tau_s_and_relations_around_anchors() {
         let out = run_env(stage, &["--index", i], &env_refs);
         assert_eq!(out.code, 0, "{stage}: {}", out.stderr);
     }
-    assert_eq!(scalar(&index, "SELECT count(*) FROM entities WHERE hyperdegree > 1 AND summary NOT LIKE 'Summary of %'"), 0);
-    assert_eq!(scalar(&index, "SELECT count(*) FROM entities WHERE hyperdegree <= 1 AND summary LIKE 'Summary of %'"), 0);
+    assert_eq!(
+        scalar(&index, "SELECT count(*) FROM entities WHERE hyperdegree > 1 AND summary NOT LIKE 'Summary of %'"),
+        0
+    );
+    assert_eq!(
+        scalar(&index, "SELECT count(*) FROM entities WHERE hyperdegree <= 1 AND summary LIKE 'Summary of %'"),
+        0
+    );
     assert!(scalar(&index, "SELECT count(*) FROM edges WHERE text LIKE '% is related to %'").as_i64().unwrap() > 0);
-    assert_eq!(scalar(&index, "SELECT count(*) FROM edges e LEFT JOIN hyperedges h USING (hyperedge_id) WHERE h.text IS NULL"), 0);
+    assert_eq!(
+        scalar(&index, "SELECT count(*) FROM edges e LEFT JOIN hyperedges h USING (hyperedge_id) WHERE h.text IS NULL"),
+        0
+    );
     let purposes = query(&index, "SELECT DISTINCT stage, purpose FROM llm_calls ORDER BY stage");
-    let purposes: Vec<String> = purposes.iter().map(|r| format!("{}/{}", r["stage"].as_str().unwrap(), r["purpose"].as_str().unwrap())).collect();
+    let purposes: Vec<String> = purposes
+        .iter()
+        .map(|r| format!("{}/{}", r["stage"].as_str().unwrap(), r["purpose"].as_str().unwrap()))
+        .collect();
     assert_eq!(purposes, ["extract/items", "graph/relations", "hypergraph/summary"]);
 }

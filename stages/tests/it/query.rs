@@ -63,12 +63,25 @@ fn one_question_prints_the_answer_and_its_cited_source() {
 fn a_questions_file_gives_cited_answers_as_jsonl_and_parquet() {
     let tmp = tempfile::tempdir().unwrap();
     let out_path = tmp.path().join("answers.jsonl");
-    let out = query_env(&["--questions", questions_file().to_str().unwrap(), "--out", out_path.to_str().unwrap(), "--quiet"], &[]);
+    let out = query_env(
+        &["--questions", questions_file().to_str().unwrap(), "--out", out_path.to_str().unwrap(), "--quiet"],
+        &[],
+    );
     assert_eq!(out.code, 0, "{}", out.stderr);
     let answers = answers(&out_path);
     assert_eq!(answers.len(), 8);
     for a in &answers {
-        for key in ["id", "question", "mode", "answer", "context_tokens", "retrieval_ms", "generation_ms", "evidence", "citations"] {
+        for key in [
+            "id",
+            "question",
+            "mode",
+            "answer",
+            "context_tokens",
+            "retrieval_ms",
+            "generation_ms",
+            "evidence",
+            "citations",
+        ] {
             assert!(a.get(key).is_some(), "{key} missing in {a}");
         }
         assert_eq!(a["mode"], "hybrid");
@@ -81,12 +94,14 @@ fn a_questions_file_gives_cited_answers_as_jsonl_and_parquet() {
         assert_eq!(cited, a["answer"].as_str().unwrap());
         // A chunk's span is its text; a hyperedge's span is its verbatim reference text.
         for e in a["evidence"].as_array().unwrap() {
-            let text = || source(e["doc_id"].as_str().unwrap(), e["start"].as_i64().unwrap(), e["end"].as_i64().unwrap());
+            let text =
+                || source(e["doc_id"].as_str().unwrap(), e["start"].as_i64().unwrap(), e["end"].as_i64().unwrap());
             if e["unit"] == "chunk" {
                 assert_eq!(text(), e["text"].as_str().unwrap(), "{e}");
             } else if e["unit"] == "hyperedge" {
                 let id = e["id"].as_str().unwrap();
-                let reference = query(sample_index(), &format!("SELECT ref_text FROM kb.hyperedges WHERE hyperedge_id = '{id}'"));
+                let reference =
+                    query(sample_index(), &format!("SELECT ref_text FROM kb.hyperedges WHERE hyperedge_id = '{id}'"));
                 assert_eq!(text(), reference[0]["ref_text"].as_str().unwrap(), "{e}");
             }
         }
@@ -112,7 +127,8 @@ fn every_mode_and_toggle_runs_on_the_same_index() {
         let out = query_env(&all, &[]);
         assert_eq!(out.code, 0, "{}", out.stderr);
         let a = answers(&out_path).remove(0);
-        let mut units: Vec<String> = a["evidence"].as_array().unwrap().iter().map(|e| e["unit"].as_str().unwrap().to_owned()).collect();
+        let mut units: Vec<String> =
+            a["evidence"].as_array().unwrap().iter().map(|e| e["unit"].as_str().unwrap().to_owned()).collect();
         units.sort();
         units.dedup();
         (a["variant"].as_str().unwrap().to_owned(), units)
@@ -129,12 +145,26 @@ fn every_mode_and_toggle_runs_on_the_same_index() {
     assert_eq!(units(&["--mode", "hypergraphrag"]).1, s(&["chunk", "entity", "hyperedge"]));
     // Bridge retrieval is a module of its own, switched off apart from HR.
     assert_eq!(units(&["--no-hyperedges", "--no-clusters"]).0, "hybrid w/o HR+SSC");
-    assert_eq!(units(&["--no-hyperedges", "--no-clusters", "--no-bridges"]), ("hybrid w/o HR+SSC+BR".into(), s(&["edge", "entity"])));
+    assert_eq!(
+        units(&["--no-hyperedges", "--no-clusters", "--no-bridges"]),
+        ("hybrid w/o HR+SSC+BR".into(), s(&["edge", "entity"]))
+    );
     assert_eq!(units(&["--no-entities", "--no-edges"]), ("hybrid w/o ER+EnR".into(), s(&["cluster", "hyperedge"])));
     // A budget caps the context.
     let tmp = tempfile::tempdir().unwrap();
     let out_path = tmp.path().join("a.jsonl");
-    let out = query_env(&["--questions", questions_file().to_str().unwrap(), "--out", out_path.to_str().unwrap(), "--max-context-tokens", "150", "-q"], &[]);
+    let out = query_env(
+        &[
+            "--questions",
+            questions_file().to_str().unwrap(),
+            "--out",
+            out_path.to_str().unwrap(),
+            "--max-context-tokens",
+            "150",
+            "-q",
+        ],
+        &[],
+    );
     assert_eq!(out.code, 0, "{}", out.stderr);
     for a in answers(&out_path) {
         assert!(a["context_tokens"].as_u64().unwrap() <= 150, "{a}");
@@ -146,7 +176,8 @@ fn unusable_inputs_get_clear_errors() {
     let tmp = tempfile::tempdir().unwrap();
     // An index without a kb.
     let bare = tmp.path().join("bare");
-    let ingest = run("ingest", &["--index", bare.to_str().unwrap(), "--corpus", sample_corpus().to_str().unwrap(), "-q"]);
+    let ingest =
+        run("ingest", &["--index", bare.to_str().unwrap(), "--corpus", sample_corpus().to_str().unwrap(), "-q"]);
     assert_eq!(ingest.code, 0, "{}", ingest.stderr);
     let out = run_env("query", &["--index", bare.to_str().unwrap(), "anything?"], &ENV);
     assert_eq!(out.code, 2);
@@ -194,7 +225,8 @@ fn llm_answers_cite_their_evidence_and_are_recorded() {
     let out_path = tmp.path().join("a.jsonl");
     let q = tmp.path().join("q.jsonl");
     std::fs::write(&q, "{\"id\": \"x\", \"question\": \"Who chairs the Harbour Lights Society?\"}\n").unwrap();
-    let args = ["--index", index.to_str().unwrap(), "--questions", q.to_str().unwrap(), "--out", out_path.to_str().unwrap()];
+    let args =
+        ["--index", index.to_str().unwrap(), "--questions", q.to_str().unwrap(), "--out", out_path.to_str().unwrap()];
     server.script([Reply::Status { code: 429, retry_after: Some(0.01) }]);
     let out = run_env("query", &args, &env);
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -215,8 +247,17 @@ fn llm_answers_cite_their_evidence_and_are_recorded() {
     let answer_request = server.requests().into_iter().find(|r| r.last_user_message().contains("EVIDENCE:")).unwrap();
     assert!(answer_request.last_user_message().contains("\n[1] ("), "{}", answer_request.last_user_message());
 
-    let calls = query(&index, "SELECT purpose, count(*) AS n FROM llm_calls WHERE stage = 'query' AND status = 'ok' GROUP BY purpose ORDER BY purpose");
-    assert_eq!(calls, vec![serde_json::json!({"purpose": "answer", "n": 1}), serde_json::json!({"purpose": "query_entities", "n": 1})]);
+    let calls = query(
+        &index,
+        "SELECT purpose, count(*) AS n FROM llm_calls WHERE stage = 'query' AND status = 'ok' GROUP BY purpose ORDER BY purpose",
+    );
+    assert_eq!(
+        calls,
+        vec![
+            serde_json::json!({"purpose": "answer", "n": 1}),
+            serde_json::json!({"purpose": "query_entities", "n": 1})
+        ]
+    );
     // A rerun is answered from the cache.
     let before = server.request_count();
     let out = run_env("query", &args, &env);
@@ -268,7 +309,11 @@ fn a_question_the_llm_cannot_answer_fails_alone() {
     let q = tmp.path().join("q.jsonl");
     std::fs::write(&q, "{\"id\": \"a\", \"question\": \"Who chairs the society?\"}\n{\"id\": \"b\", \"question\": \"Who makes a lantern?\"}\n").unwrap();
     let out_path = tmp.path().join("a.jsonl");
-    let out = run_env("query", &["--index", index.to_str().unwrap(), "--questions", q.to_str().unwrap(), "--out", out_path.to_str().unwrap()], &env);
+    let out = run_env(
+        "query",
+        &["--index", index.to_str().unwrap(), "--questions", q.to_str().unwrap(), "--out", out_path.to_str().unwrap()],
+        &env,
+    );
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stderr.contains("question `b` failed"), "{}", out.stderr);
     let got = answers(&out_path);

@@ -42,7 +42,8 @@ fn output_formats() {
     insta::assert_snapshot!("chunks_table", table.stdout);
     insta::assert_snapshot!("chunks_csv", sql(&index, &["--format", "csv", q]).stdout);
     insta::assert_snapshot!("chunks_jsonl", sql(&index, &["--format", "jsonl", q]).stdout);
-    let docs = sql(&index, &["--format", "json", "SELECT doc_id, title, n_chars, sha256 FROM documents ORDER BY doc_id"]);
+    let docs =
+        sql(&index, &["--format", "json", "SELECT doc_id, title, n_chars, sha256 FROM documents ORDER BY doc_id"]);
     insta::assert_snapshot!("documents_json", docs.stdout);
 }
 
@@ -55,7 +56,11 @@ fn several_statements_a_file_and_stdin() {
     insta::assert_snapshot!("two_statements", two.stdout);
 
     let file = tmp.path().join("q.sql");
-    std::fs::write(&file, "-- chunk spans\nSELECT doc_id, min(char_start) AS s FROM chunks GROUP BY doc_id ORDER BY doc_id;\n").unwrap();
+    std::fs::write(
+        &file,
+        "-- chunk spans\nSELECT doc_id, min(char_start) AS s FROM chunks GROUP BY doc_id ORDER BY doc_id;\n",
+    )
+    .unwrap();
     let from_file = sql(&index, &["--format", "csv", "--file", file.to_str().unwrap()]);
     assert_eq!(from_file.stdout, "doc_id,s\nharbour,0\norchard,0\n");
 
@@ -107,5 +112,9 @@ fn a_damaged_table_is_named_by_file_and_column() {
     let out = sql(&index, &["SELECT count(*) FROM chunks"]);
     assert_eq!(out.code, 2);
     let name = part.file_name().unwrap().to_str().unwrap();
-    assert!(out.stderr.contains(name) && out.stderr.contains("holds table `documents`, expected `chunks`"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(name) && out.stderr.contains("holds table `documents`, expected `chunks`"),
+        "{}",
+        out.stderr
+    );
 }

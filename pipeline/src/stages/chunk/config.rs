@@ -29,10 +29,16 @@ impl ChunkConfig {
             return Err(Error::config("chunk.ct_max", "must be at least 1"));
         }
         if self.ct_min > self.ct_max {
-            return Err(Error::config("chunk.ct_min", format!("ct_min ({}) must not exceed chunk.ct_max ({})", self.ct_min, self.ct_max)));
+            return Err(Error::config(
+                "chunk.ct_min",
+                format!("ct_min ({}) must not exceed chunk.ct_max ({})", self.ct_min, self.ct_max),
+            ));
         }
         if self.tokenizer != "cl100k_base" {
-            return Err(Error::config("chunk.tokenizer", format!("`{}` is not supported (supported: cl100k_base)", self.tokenizer)));
+            return Err(Error::config(
+                "chunk.tokenizer",
+                format!("`{}` is not supported (supported: cl100k_base)", self.tokenizer),
+            ));
         }
         Ok(())
     }

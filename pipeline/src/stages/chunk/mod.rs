@@ -13,8 +13,8 @@ use serde::Serialize;
 pub use config::ChunkConfig;
 pub use partition::{Chunk, ChunkParams, partition};
 
-use super::driver::{BucketOutput, BucketStage, RunContext, run_buckets};
 use super::Stage;
+use super::driver::{BucketOutput, BucketStage, RunContext, run_buckets};
 use crate::core::ids::value_fingerprint;
 use crate::core::tokens::TokenCounter;
 use crate::core::{Error, Result};

@@ -128,21 +128,12 @@ fn split_at(text: &str, range: Range<usize>, level: Level) -> Vec<Range<usize>> 
         Level::Tokens => {}
     }
     cuts.push(s.len());
-    cuts.windows(2)
-        .filter_map(|w| trim(s, w[0]..w[1]))
-        .map(|r| range.start + r.start..range.start + r.end)
-        .collect()
+    cuts.windows(2).filter_map(|w| trim(s, w[0]..w[1])).map(|r| range.start + r.start..range.start + r.end).collect()
 }
 
 /// Cuts `range` into runs of at most `ct_max` tokens at token boundaries that fall on character
 /// boundaries. A run with no such boundary below `ct_max` stays whole and is marked unsplittable.
-fn split_tokens(
-    text: &str,
-    range: Range<usize>,
-    params: ChunkParams,
-    counter: &TokenCounter,
-    units: &mut Vec<Unit>,
-) {
+fn split_tokens(text: &str, range: Range<usize>, params: ChunkParams, counter: &TokenCounter, units: &mut Vec<Unit>) {
     let s = &text[range.clone()];
     let mut boundaries = vec![0];
     let mut pos = 0;
@@ -182,11 +173,7 @@ fn pack(text: &str, units: &[Unit], params: ChunkParams, counter: &TokenCounter)
     let mut i = 0;
     while i < units.len() {
         let first = &units[i];
-        let mut current = Packed {
-            bytes: first.bytes.clone(),
-            tokens: first.tokens,
-            unsplittable: first.unsplittable,
-        };
+        let mut current = Packed { bytes: first.bytes.clone(), tokens: first.tokens, unsplittable: first.unsplittable };
         i += 1;
         if !first.unsplittable {
             while i < units.len() && !units[i].unsplittable {
@@ -270,23 +257,14 @@ fn merge_short(packed: &[Packed], params: ChunkParams) -> Vec<Range<usize>> {
     groups
 }
 
-fn to_chunks(
-    text: &str,
-    packed: &[Packed],
-    groups: &[Range<usize>],
-    counter: &TokenCounter,
-) -> Vec<Chunk> {
+fn to_chunks(text: &str, packed: &[Packed], groups: &[Range<usize>], counter: &TokenCounter) -> Vec<Chunk> {
     let mut chunks = Vec::with_capacity(groups.len());
     let mut offsets = CharOffsets::new(text);
     for group in groups {
         let first = &packed[group.start];
         let last = &packed[group.end - 1];
         let bytes = first.bytes.start..last.bytes.end;
-        let n_tokens = if group.len() == 1 {
-            first.tokens
-        } else {
-            counter.count(&text[bytes.clone()])
-        };
+        let n_tokens = if group.len() == 1 { first.tokens } else { counter.count(&text[bytes.clone()]) };
         let char_start = offsets.at(bytes.start);
         let char_end = offsets.at(bytes.end);
         chunks.push(Chunk {

@@ -32,7 +32,10 @@ impl ClusterConfig {
             return Err(Error::config("cluster.alpha", format!("must be a finite number >= 0, not {}", self.alpha)));
         }
         if self.min_cluster_size < 2 || self.max_window < 4 {
-            return Err(Error::config("cluster", "cluster.min_cluster_size must be at least 2 and cluster.max_window at least 4"));
+            return Err(Error::config(
+                "cluster",
+                "cluster.min_cluster_size must be at least 2 and cluster.max_window at least 4",
+            ));
         }
         Ok(())
     }

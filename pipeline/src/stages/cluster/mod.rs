@@ -21,8 +21,8 @@ use serde::Serialize;
 
 pub use config::ClusterConfig;
 
-use super::driver::{BucketOutput, BucketStage, RunContext, run_buckets};
 use super::Stage;
+use super::driver::{BucketOutput, BucketStage, RunContext, run_buckets};
 use crate::core::Result;
 use crate::core::ids::{stable_id, value_fingerprint};
 use crate::core::units::Unit;
@@ -116,7 +116,8 @@ pub fn cluster_document(doc_id: &str, mut points: Vec<Point>, config: &ClusterCo
             let centrality = -((i as f64) - centre).abs();
             let better = assignment[i].as_ref().is_none_or(|a| centrality > a.2);
             if better {
-                assignment[i] = (label >= 0).then_some(((w, label), probability, centrality)).or(Some(((w, -1), 0.0, centrality)));
+                assignment[i] =
+                    (label >= 0).then_some(((w, label), probability, centrality)).or(Some(((w, -1), 0.0, centrality)));
             }
         }
     }
@@ -198,7 +199,10 @@ pub fn distance_matrix(points: &[Point], alpha: f32) -> Vec<Vec<f32>> {
     let n = points.len();
     let dim = points.first().map_or(0, |p| p.vector.len());
     let dots = cosine_matrix(points, dim).unwrap_or_else(|| {
-        points.iter().map(|p| points.iter().map(|q| p.vector.iter().zip(&q.vector).map(|(a, b)| a * b).sum()).collect()).collect()
+        points
+            .iter()
+            .map(|p| points.iter().map(|q| p.vector.iter().zip(&q.vector).map(|(a, b)| a * b).sum()).collect())
+            .collect()
     });
     (0..n)
         .into_par_iter()
@@ -208,7 +212,8 @@ pub fn distance_matrix(points: &[Point], alpha: f32) -> Vec<Vec<f32>> {
                     if i == j {
                         0.0
                     } else {
-                        (1.0 - dots[i][j]).max(0.0) + alpha * (points[i].item_idx - points[j].item_idx).unsigned_abs() as f32
+                        (1.0 - dots[i][j]).max(0.0)
+                            + alpha * (points[i].item_idx - points[j].item_idx).unsigned_abs() as f32
                     }
                 })
                 .collect()
@@ -227,7 +232,11 @@ fn cosine_matrix(points: &[Point], dim: usize) -> Option<Vec<Vec<f32>>> {
 }
 
 /// The clusters and memberships of a bucket, and how many hyperedges were clustered.
-fn cluster_bucket(hyperedges: &[RecordBatch], embeddings: &[RecordBatch], config: &ClusterConfig) -> Result<(RecordBatch, RecordBatch, u64)> {
+fn cluster_bucket(
+    hyperedges: &[RecordBatch],
+    embeddings: &[RecordBatch],
+    config: &ClusterConfig,
+) -> Result<(RecordBatch, RecordBatch, u64)> {
     let mut vectors: HashMap<String, Vec<f32>> = HashMap::new();
     for batch in embeddings {
         let units = string_column(batch, col::UNIT)?;
@@ -241,7 +250,11 @@ fn cluster_bucket(hyperedges: &[RecordBatch], embeddings: &[RecordBatch], config
     }
     let mut docs: BTreeMap<String, Vec<Point>> = BTreeMap::new();
     for batch in hyperedges {
-        let (doc, id, refs) = (string_column(batch, col::DOC_ID)?, string_column(batch, col::HYPEREDGE_ID)?, string_column(batch, col::REF_TEXT)?);
+        let (doc, id, refs) = (
+            string_column(batch, col::DOC_ID)?,
+            string_column(batch, col::HYPEREDGE_ID)?,
+            string_column(batch, col::REF_TEXT)?,
+        );
         let idx = typed::<Int32Array>(batch, col::ITEM_IDX)?;
         for i in 0..batch.num_rows() {
             // A hyperedge without a vector (embed not run since it appeared) is not clustered.
@@ -256,9 +269,15 @@ fn cluster_bucket(hyperedges: &[RecordBatch], embeddings: &[RecordBatch], config
         }
     }
     let clustered = docs.values().map(|points| points.len() as u64).sum();
-    let per_doc: Vec<(String, Vec<ClusterOut>)> =
-        docs.into_par_iter().map(|(doc_id, points)| { let c = cluster_document(&doc_id, points, config); (doc_id, c) }).collect();
-    let clusters: Vec<(&str, &ClusterOut)> = per_doc.iter().flat_map(|(d, cs)| cs.iter().map(move |c| (d.as_str(), c))).collect();
+    let per_doc: Vec<(String, Vec<ClusterOut>)> = docs
+        .into_par_iter()
+        .map(|(doc_id, points)| {
+            let c = cluster_document(&doc_id, points, config);
+            (doc_id, c)
+        })
+        .collect();
+    let clusters: Vec<(&str, &ClusterOut)> =
+        per_doc.iter().flat_map(|(d, cs)| cs.iter().map(move |c| (d.as_str(), c))).collect();
     let members: Vec<(&str, &str, &(String, f32))> =
         clusters.iter().flat_map(|(d, c)| c.members.iter().map(move |m| (*d, c.cluster_id.as_str(), m))).collect();
     let clusters_batch = RecordBatch::try_new(
@@ -303,8 +322,10 @@ mod tests {
         // Three topics, each five consecutive hyperedges.
         let points: Vec<Point> = (0..15).map(|i| point(i, (i / 5) as usize * 3, 0.05 * (i % 5) as f32)).collect();
         let clusters = cluster_document("d", points, &config(0.01));
-        let groups: Vec<Vec<String>> = clusters.iter().map(|c| c.members.iter().map(|m| m.0.clone()).collect()).collect();
-        let expected: Vec<Vec<String>> = (0..3).map(|t| (t * 5..t * 5 + 5).map(|i| format!("h{i}")).collect()).collect();
+        let groups: Vec<Vec<String>> =
+            clusters.iter().map(|c| c.members.iter().map(|m| m.0.clone()).collect()).collect();
+        let expected: Vec<Vec<String>> =
+            (0..3).map(|t| (t * 5..t * 5 + 5).map(|i| format!("h{i}")).collect()).collect();
         assert_eq!(groups, expected);
         assert_eq!(clusters[0].text, "span 0.\nspan 1.\nspan 2.\nspan 3.\nspan 4.");
         assert!(clusters.iter().flat_map(|c| &c.members).all(|m| m.1 > 0.0 && m.1 <= 1.0));

@@ -15,8 +15,8 @@ use arrow::datatypes::{DataType, Field};
 use flexstruct_schemas::{Table, col};
 use serde::Serialize;
 
-use super::driver::{BucketOutput, BucketStage, RunContext, run_buckets};
 use super::Stage;
+use super::driver::{BucketOutput, BucketStage, RunContext, run_buckets};
 use crate::core::ids::{chunk_id, sha256_hex, value_fingerprint};
 use crate::core::units::Unit;
 use crate::core::{Error, Result};
@@ -62,7 +62,11 @@ pub fn run(ctx: &RunContext<'_>, embedder: &dyn Embedder) -> Result<EmbedMetrics
         reused.fetch_add(kept, std::sync::atomic::Ordering::Relaxed);
         Ok(BucketOutput { tables: vec![vec![batch]], llm_calls: embedder.take_calls(), ..BucketOutput::default() })
     })?;
-    let details = EmbedDetails { model: embedder.model().to_owned(), embedded: embedded.into_inner(), reused: reused.into_inner() };
+    let details = EmbedDetails {
+        model: embedder.model().to_owned(),
+        embedded: embedded.into_inner(),
+        reused: reused.into_inner(),
+    };
     Ok(metrics.with_details(details))
 }
 
@@ -95,7 +99,12 @@ fn units(inputs: &[Vec<RecordBatch>]) -> Result<Vec<UnitText>> {
         );
         for i in 0..batch.num_rows() {
             names.insert(id.value(i).to_owned(), name.value(i).to_owned());
-            out.push(UnitText { unit: Unit::Entity, id: id.value(i).to_owned(), doc_id: doc.value(i).to_owned(), text: format!("{}: {}", name.value(i), summary.value(i)) });
+            out.push(UnitText {
+                unit: Unit::Entity,
+                id: id.value(i).to_owned(),
+                doc_id: doc.value(i).to_owned(),
+                text: format!("{}: {}", name.value(i), summary.value(i)),
+            });
         }
     }
     let mut members: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -108,23 +117,48 @@ fn units(inputs: &[Vec<RecordBatch>]) -> Result<Vec<UnitText>> {
         }
     }
     for batch in hyperedges {
-        let (doc, id, text) = (string_column(batch, col::DOC_ID)?, string_column(batch, col::HYPEREDGE_ID)?, string_column(batch, col::TEXT)?);
+        let (doc, id, text) = (
+            string_column(batch, col::DOC_ID)?,
+            string_column(batch, col::HYPEREDGE_ID)?,
+            string_column(batch, col::TEXT)?,
+        );
         for i in 0..batch.num_rows() {
-            out.push(UnitText { unit: Unit::Hyperedge, id: id.value(i).to_owned(), doc_id: doc.value(i).to_owned(), text: with_entities(text.value(i), members.get(id.value(i))) });
+            out.push(UnitText {
+                unit: Unit::Hyperedge,
+                id: id.value(i).to_owned(),
+                doc_id: doc.value(i).to_owned(),
+                text: with_entities(text.value(i), members.get(id.value(i))),
+            });
         }
     }
     for batch in edges {
-        let (doc, id, text) = (string_column(batch, col::DOC_ID)?, string_column(batch, col::EDGE_ID)?, string_column(batch, col::TEXT)?);
+        let (doc, id, text) =
+            (string_column(batch, col::DOC_ID)?, string_column(batch, col::EDGE_ID)?, string_column(batch, col::TEXT)?);
         let (source, target) = (string_column(batch, col::SOURCE_ID)?, string_column(batch, col::TARGET_ID)?);
         for i in 0..batch.num_rows() {
-            let ends: Vec<String> = [source.value(i), target.value(i)].iter().filter_map(|e| names.get(*e).cloned()).collect();
-            out.push(UnitText { unit: Unit::Edge, id: id.value(i).to_owned(), doc_id: doc.value(i).to_owned(), text: with_entities(text.value(i), Some(&ends)) });
+            let ends: Vec<String> =
+                [source.value(i), target.value(i)].iter().filter_map(|e| names.get(*e).cloned()).collect();
+            out.push(UnitText {
+                unit: Unit::Edge,
+                id: id.value(i).to_owned(),
+                doc_id: doc.value(i).to_owned(),
+                text: with_entities(text.value(i), Some(&ends)),
+            });
         }
     }
     for batch in chunks {
-        let (doc, idx, text) = (string_column(batch, col::DOC_ID)?, typed::<Int32Array>(batch, col::CHUNK_IDX)?, string_column(batch, col::TEXT)?);
+        let (doc, idx, text) = (
+            string_column(batch, col::DOC_ID)?,
+            typed::<Int32Array>(batch, col::CHUNK_IDX)?,
+            string_column(batch, col::TEXT)?,
+        );
         for i in 0..batch.num_rows() {
-            out.push(UnitText { unit: Unit::Chunk, id: chunk_id(doc.value(i), idx.value(i)), doc_id: doc.value(i).to_owned(), text: text.value(i).to_owned() });
+            out.push(UnitText {
+                unit: Unit::Chunk,
+                id: chunk_id(doc.value(i), idx.value(i)),
+                doc_id: doc.value(i).to_owned(),
+                text: text.value(i).to_owned(),
+            });
         }
     }
     Ok(out)
@@ -157,7 +191,10 @@ fn previous_vectors(index: &Index, bucket: u32, model: &str) -> Result<HashMap<(
             if m.value(i) != model {
                 continue;
             }
-            out.insert((u.value(i).to_owned(), id.value(i).to_owned(), sha.value(i).to_owned()), vector_at(vectors, i)?);
+            out.insert(
+                (u.value(i).to_owned(), id.value(i).to_owned(), sha.value(i).to_owned()),
+                vector_at(vectors, i)?,
+            );
         }
     }
     Ok(out)
@@ -198,7 +235,13 @@ fn embed_units(
             .schema()
             .fields()
             .iter()
-            .map(|f| if f.name() == col::EMBEDDING { Field::new(col::EMBEDDING, flexstruct_schemas::embedding_type(dim_i32), false) } else { f.as_ref().clone() })
+            .map(|f| {
+                if f.name() == col::EMBEDDING {
+                    Field::new(col::EMBEDDING, flexstruct_schemas::embedding_type(dim_i32), false)
+                } else {
+                    f.as_ref().clone()
+                }
+            })
             .collect::<Vec<_>>(),
     ));
     let batch = RecordBatch::try_new(

@@ -29,7 +29,10 @@ impl ExtractConfig {
         if self.g_max == 0 || self.g_overlap >= self.g_max {
             return Err(Error::config(
                 "extract.g_overlap",
-                format!("g_overlap ({}) must be smaller than extract.g_max ({}), and g_max at least 1", self.g_overlap, self.g_max),
+                format!(
+                    "g_overlap ({}) must be smaller than extract.g_max ({}), and g_max at least 1",
+                    self.g_overlap, self.g_max
+                ),
             ));
         }
         Ok(())

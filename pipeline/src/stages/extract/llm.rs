@@ -45,7 +45,8 @@ impl Extractor for LlmExtractor {
         let asks = requests
             .iter()
             .map(|r| {
-                let context = CallContext { stage: STAGE.into(), doc_id: Some(r.doc_id.to_owned()), purpose: "items".into() };
+                let context =
+                    CallContext { stage: STAGE.into(), doc_id: Some(r.doc_id.to_owned()), purpose: "items".into() };
                 (context, items_messages(r.window, r.target))
             })
             .collect();

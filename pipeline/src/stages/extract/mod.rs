@@ -25,8 +25,8 @@ pub use locate::{Locator, Match};
 pub use rules::RulesExtractor;
 pub use window::Window;
 
-use super::driver::{BucketOutput, BucketStage, RunContext, run_buckets};
 use super::Stage;
+use super::driver::{BucketOutput, BucketStage, RunContext, run_buckets};
 use crate::core::backend::BackendId;
 use crate::core::ids::value_fingerprint;
 use crate::core::text::{ByteOffsets, CharOffsets};
@@ -166,7 +166,11 @@ fn extract_bucket(
     for batch in documents {
         let ids = string_column(batch, col::DOC_ID)?;
         let texts = string_column(batch, col::TEXT)?;
-        docs.extend((0..batch.num_rows()).map(|i| DocChunks { doc_id: ids.value(i), text: texts.value(i), chunks: Vec::new() }));
+        docs.extend((0..batch.num_rows()).map(|i| DocChunks {
+            doc_id: ids.value(i),
+            text: texts.value(i),
+            chunks: Vec::new(),
+        }));
     }
     docs.sort_by(|a, b| a.doc_id.cmp(b.doc_id));
     for batch in chunks {
@@ -241,7 +245,8 @@ fn locate_document(
     };
     for (&(chunk_idx, char_start, text), answer) in doc.chunks.iter().zip(answers) {
         let Some(chunk_byte) = usize::try_from(char_start).ok().and_then(|c| chunk_bytes.at(c)) else {
-            let message = format!("char_start {char_start} lies outside the document (the chunks are older than the documents)");
+            let message =
+                format!("char_start {char_start} lies outside the document (the chunks are older than the documents)");
             failures.push(fail(chunk_idx, FailureKind::InvalidField, message));
             continue;
         };

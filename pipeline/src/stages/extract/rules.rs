@@ -157,7 +157,8 @@ fn is_heading_or_list(line: &str) -> bool {
         || l.starts_with("- ")
         || l.starts_with("* ")
         || l.starts_with("+ ")
-        || l.split_once(". ").is_some_and(|(n, _)| !n.is_empty() && n.len() <= 3 && n.chars().all(|c| c.is_ascii_digit()))
+        || l.split_once(". ")
+            .is_some_and(|(n, _)| !n.is_empty() && n.len() <= 3 && n.chars().all(|c| c.is_ascii_digit()))
 }
 
 /// Splits a long sentence at `;`, `:` and line breaks, then packs the pieces up to
@@ -246,7 +247,8 @@ mod tests {
 
     #[test]
     fn long_sentences_split_into_clauses() {
-        let long = format!("{}; {}; {}.", "word ".repeat(30).trim(), "more ".repeat(30).trim(), "end ".repeat(10).trim());
+        let long =
+            format!("{}; {}; {}.", "word ".repeat(30).trim(), "more ".repeat(30).trim(), "end ".repeat(10).trim());
         let items = extract(&long);
         assert_eq!(items.len(), 2, "{items:?}");
         assert!(items.iter().all(|i| i.ref_text.split_whitespace().count() <= 40));
@@ -257,8 +259,9 @@ mod tests {
         let target = "Drainage began early.";
         let alone = RulesExtractor.extract(&ItemRequest { doc_id: "d", window: &[], target }).unwrap();
         assert_eq!(alone[0].entities, ["Drainage"]);
-        let with_window =
-            RulesExtractor.extract(&ItemRequest { doc_id: "d", window: &["The drainage of the fen."], target }).unwrap();
+        let with_window = RulesExtractor
+            .extract(&ItemRequest { doc_id: "d", window: &["The drainage of the fen."], target })
+            .unwrap();
         assert!(with_window[0].entities.is_empty());
     }
 }

@@ -53,7 +53,10 @@ mod tests {
     #[test]
     fn windows_for_g_max_3_overlap_2() {
         // The paper's default: always the two preceding chunks.
-        assert_eq!(table(3, 2), vec![vec![], vec![1], vec![1, 2], vec![2, 3], vec![3, 4], vec![4, 5], vec![5, 6], vec![6, 7]]);
+        assert_eq!(
+            table(3, 2),
+            vec![vec![], vec![1], vec![1, 2], vec![2, 3], vec![3, 4], vec![4, 5], vec![5, 6], vec![6, 7]]
+        );
     }
 
     #[test]

@@ -68,7 +68,9 @@ fn llm_edges(docs: &[DocGraph], tau_e: usize, runner: &Runner) -> Relations {
             for group in incident.chunks(FACTS_PER_PROMPT) {
                 let facts: Vec<(String, String, String)> = group
                     .iter()
-                    .filter_map(|h| hyperedges.get(*h).map(|(text, span)| ((*h).to_owned(), text.clone(), span.clone())))
+                    .filter_map(|h| {
+                        hyperedges.get(*h).map(|(text, span)| ((*h).to_owned(), text.clone(), span.clone()))
+                    })
                     .collect();
                 let mut others: Vec<&str> = group
                     .iter()
@@ -82,7 +84,8 @@ fn llm_edges(docs: &[DocGraph], tau_e: usize, runner: &Runner) -> Relations {
                     continue;
                 }
                 let pairs: Vec<(&str, &str)> = facts.iter().map(|(_, t, s)| (t.as_str(), s.as_str())).collect();
-                let context = CallContext { stage: STAGE.into(), doc_id: Some(doc_id.clone()), purpose: "relations".into() };
+                let context =
+                    CallContext { stage: STAGE.into(), doc_id: Some(doc_id.clone()), purpose: "relations".into() };
                 messages.push((context, relations_messages(&anchor.name, &pairs, &others)));
                 asks.push(AnchorAsk { doc: d, anchor: anchor.name.clone(), facts });
             }
@@ -112,13 +115,16 @@ fn llm_edges(docs: &[DocGraph], tau_e: usize, runner: &Runner) -> Relations {
             if source == target || text.is_empty() {
                 continue;
             }
-            let cited = relation.fact.and_then(|f| f.checked_sub(1)).and_then(|f| ask.facts.get(f)).map(|f| f.0.clone());
+            let cited =
+                relation.fact.and_then(|f| f.checked_sub(1)).and_then(|f| ask.facts.get(f)).map(|f| f.0.clone());
             let holding_both = || {
                 ask.facts.iter().map(|f| &f.0).find(|h| {
-                    incidence.iter().any(|(x, e)| x == *h && e == source) && incidence.iter().any(|(x, e)| x == *h && e == target)
+                    incidence.iter().any(|(x, e)| x == *h && e == source)
+                        && incidence.iter().any(|(x, e)| x == *h && e == target)
                 })
             };
-            let Some(hyperedge_id) = cited.or_else(|| holding_both().cloned()).or_else(|| ask.facts.first().map(|f| f.0.clone()))
+            let Some(hyperedge_id) =
+                cited.or_else(|| holding_both().cloned()).or_else(|| ask.facts.first().map(|f| f.0.clone()))
             else {
                 continue;
             };
@@ -146,4 +152,3 @@ fn entity_resolver<'a>(entities: &'a [EntityIn]) -> impl Fn(&str) -> Option<&'a 
     }
     move |name: &str| exact.get(name.trim()).copied().or_else(|| normal.get(&normalize(name)).copied())
 }
-

@@ -22,8 +22,8 @@ pub use config::GraphConfig;
 pub use llm::LlmRelations;
 pub use rules::{RulesRelations, document_edges};
 
-use super::driver::{BucketOutput, BucketStage, RunContext, run_buckets};
 use super::Stage;
+use super::driver::{BucketOutput, BucketStage, RunContext, run_buckets};
 use crate::core::Result;
 use crate::core::backend::BackendId;
 use crate::core::ids::value_fingerprint;
@@ -91,7 +91,9 @@ pub fn run(ctx: &RunContext<'_>, config: &GraphConfig, relations: &dyn RelationE
         outputs: vec![Table::Edges],
     };
     let label = identity.label();
-    let metrics = run_buckets(ctx, &stage, |_, inputs| build_bucket(&inputs[0], &inputs[1], &inputs[2], config, relations, &label))?;
+    let metrics = run_buckets(ctx, &stage, |_, inputs| {
+        build_bucket(&inputs[0], &inputs[1], &inputs[2], config, relations, &label)
+    })?;
     Ok(metrics.with_details(GraphDetails { relations: identity }))
 }
 
@@ -143,7 +145,8 @@ fn build_bucket(
         let aliases = typed::<ListArray>(batch, col::ALIASES)?;
         for i in 0..batch.num_rows() {
             let list = aliases.value(i);
-            let forms = list.as_any().downcast_ref::<StringArray>().map(|a| a.iter().flatten().map(str::to_owned).collect());
+            let forms =
+                list.as_any().downcast_ref::<StringArray>().map(|a| a.iter().flatten().map(str::to_owned).collect());
             doc(&mut docs, doc_ids.value(i)).entities.push(EntityIn {
                 entity_id: id.value(i).to_owned(),
                 name: name.value(i).to_owned(),

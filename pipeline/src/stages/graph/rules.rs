@@ -24,7 +24,8 @@ impl RelationExtractor for RulesRelations {
         let edges = docs
             .par_iter()
             .map(|d| {
-                let spans: BTreeMap<String, String> = d.hyperedges.iter().map(|(h, (_, span))| (h.clone(), span.clone())).collect();
+                let spans: BTreeMap<String, String> =
+                    d.hyperedges.iter().map(|(h, (_, span))| (h.clone(), span.clone())).collect();
                 document_edges(&d.doc_id, &d.entities, &spans, &d.incidence, config.tau_e, config.max_connector_words)
             })
             .collect();
@@ -129,16 +130,27 @@ mod tests {
             entity("e3", "Aldermoor", &[], 2),
         ];
         let hyperedges: BTreeMap<String, String> = [
-            ("h1".to_owned(), "The first, by the engineer Ingrid Solberg for the regional government, argued.".to_owned()),
-            ("h2".to_owned(), "Solberg was born in a village far to the north of the old market town of Aldermoor.".to_owned()),
+            (
+                "h1".to_owned(),
+                "The first, by the engineer Ingrid Solberg for the regional government, argued.".to_owned(),
+            ),
+            (
+                "h2".to_owned(),
+                "Solberg was born in a village far to the north of the old market town of Aldermoor.".to_owned(),
+            ),
         ]
         .into();
-        let incidence: Vec<(String, String)> =
-            [("h1", "e1"), ("h1", "e2"), ("h2", "e1"), ("h2", "e3")].iter().map(|(a, b)| ((*a).into(), (*b).into())).collect();
+        let incidence: Vec<(String, String)> = [("h1", "e1"), ("h1", "e2"), ("h2", "e1"), ("h2", "e3")]
+            .iter()
+            .map(|(a, b)| ((*a).into(), (*b).into()))
+            .collect();
         let edges = document_edges("d", &entities, &hyperedges, &incidence, 3, 12);
         assert_eq!(edges.len(), 1, "{edges:?}");
         assert_eq!(edges[0].text, "Ingrid Solberg for the regional government");
-        assert_eq!((edges[0].source_id.as_str(), edges[0].target_id.as_str(), edges[0].hyperedge_id.as_str()), ("e1", "e2", "h1"));
+        assert_eq!(
+            (edges[0].source_id.as_str(), edges[0].target_id.as_str(), edges[0].hyperedge_id.as_str()),
+            ("e1", "e2", "h1")
+        );
         // With a longer connector allowed, the alias mention in h2 relates Solberg to Aldermoor.
         let edges = document_edges("d", &entities, &hyperedges, &incidence, 3, 20);
         assert_eq!(edges.len(), 2);

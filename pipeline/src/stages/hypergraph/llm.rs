@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{STAGE, SummaryRequest, Summarizer};
+use super::{STAGE, Summarizer, SummaryRequest};
 use crate::core::backend::BackendId;
 use crate::io::{CallRecord, UnitError};
 use crate::llm::prompts::{Prompt, SummaryAnswer, summary_messages};
@@ -34,7 +34,8 @@ impl Summarizer for LlmSummarizer {
         let asks = requests
             .iter()
             .map(|r| {
-                let context = CallContext { stage: STAGE.into(), doc_id: Some(r.doc_id.to_owned()), purpose: "summary".into() };
+                let context =
+                    CallContext { stage: STAGE.into(), doc_id: Some(r.doc_id.to_owned()), purpose: "summary".into() };
                 (context, summary_messages(r.entity, &r.facts[..r.facts.len().min(MAX_SUMMARY_FACTS)]))
             })
             .collect();

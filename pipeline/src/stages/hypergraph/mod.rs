@@ -25,8 +25,8 @@ pub use config::HypergraphConfig;
 pub use llm::LlmSummarizer;
 pub use rules::RulesSummarizer;
 
-use super::driver::{BucketOutput, BucketStage, RunContext, run_buckets};
 use super::Stage;
+use super::driver::{BucketOutput, BucketStage, RunContext, run_buckets};
 use crate::core::backend::{BackendId, RULES_LABEL};
 use crate::core::ids::{stable_id, value_fingerprint};
 use crate::core::names::normalize;
@@ -109,7 +109,8 @@ fn summarize(graphs: &mut [(String, DocHypergraph)], tau_s: usize, summarizer: &
             if graph.entities.iter().all(|e| e.hyperdegree as usize <= tau_s) {
                 continue;
             }
-            let texts: HashMap<&str, &str> = graph.hyperedges.iter().map(|(id, item)| (id.as_str(), item.text.as_str())).collect();
+            let texts: HashMap<&str, &str> =
+                graph.hyperedges.iter().map(|(id, item)| (id.as_str(), item.text.as_str())).collect();
             let mut facts: HashMap<&str, Vec<&str>> = HashMap::new();
             for (h, e) in &graph.incidence {
                 facts.entry(e.as_str()).or_default().push(texts[h.as_str()]);
@@ -136,7 +137,9 @@ fn summarize(graphs: &mut [(String, DocHypergraph)], tau_s: usize, summarizer: &
                 entity.backend.clone_from(&label);
                 written += 1;
             }
-            Ok(_) => failures.push(summary_failure(doc_id, &entity.name, FailureKind::Unparseable, "empty summary".into())),
+            Ok(_) => {
+                failures.push(summary_failure(doc_id, &entity.name, FailureKind::Unparseable, "empty summary".into()))
+            }
             Err(e) => failures.push(summary_failure(doc_id, &entity.name, e.kind, e.message)),
         }
     }
@@ -290,7 +293,12 @@ fn alias_resolver(text: &str, items: &[ItemIn]) -> HashMap<String, String> {
     map
 }
 
-fn build_bucket(items: &[RecordBatch], documents: &[RecordBatch], tau_s: usize, summarizer: &dyn Summarizer) -> Result<(BucketOutput, u64)> {
+fn build_bucket(
+    items: &[RecordBatch],
+    documents: &[RecordBatch],
+    tau_s: usize,
+    summarizer: &dyn Summarizer,
+) -> Result<(BucketOutput, u64)> {
     let mut texts: HashMap<&str, &str> = HashMap::new();
     for batch in documents {
         let ids = string_column(batch, col::DOC_ID)?;
@@ -424,10 +432,7 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            [
-                ("Kestrel Valley Water Authority", 2, vec!["KVWA", "KVWA's"]),
-                ("Rafael Ortiz", 2, vec!["Ortiz"]),
-            ]
+            [("Kestrel Valley Water Authority", 2, vec!["KVWA", "KVWA's"]), ("Rafael Ortiz", 2, vec!["Ortiz"]),]
         );
         // Hyperedges keep extraction order; one incidence per (hyperedge, entity).
         assert_eq!(g.hyperedges.iter().map(|h| h.1.item_idx).collect::<Vec<_>>(), [0, 1, 2, 3]);
@@ -440,10 +445,8 @@ mod tests {
 
     #[test]
     fn shared_surnames_are_not_merged_and_ids_are_stable() {
-        let items = vec![
-            item(0, "Ana Lind met Tomasz Lind.", &["Ana Lind", "Tomasz Lind"]),
-            item(1, "Lind spoke.", &["Lind"]),
-        ];
+        let items =
+            vec![item(0, "Ana Lind met Tomasz Lind.", &["Ana Lind", "Tomasz Lind"]), item(1, "Lind spoke.", &["Lind"])];
         let g = build_document("d", "", items.clone(), 9);
         assert_eq!(g.entities.len(), 3);
         let again = build_document("d", "", items, 9);

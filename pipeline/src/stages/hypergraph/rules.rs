@@ -1,7 +1,7 @@
 //! The rules' summaries: an entity above τ_s keeps the texts of its first τ_s hyperedges, in
 //! extraction order.
 
-use super::{SummaryRequest, Summarizer};
+use super::{Summarizer, SummaryRequest};
 use crate::core::backend::BackendId;
 use crate::io::UnitError;
 

@@ -24,9 +24,10 @@ pub use read::{RawDoc, ReadOutcome, read_corpus};
 use super::{RunContext, Stage};
 use crate::core::Result;
 use crate::core::ids::{fingerprint, sha256_hex};
-use crate::io::failures::{self, Failure, FailureKind};
-use crate::io::parquet::{opt_str, part_fingerprint, part_row_count, read_part, remove_part, string_column, write_part};
 use crate::io::StageMetrics;
+use crate::io::failures::{self, Failure, FailureKind};
+use crate::io::files::remove_file;
+use crate::io::parquet::{opt_str, part_fingerprint, part_row_count, read_part, string_column, write_part};
 
 /// Stage name.
 pub const STAGE: &str = Stage::Ingest.name();
@@ -116,8 +117,7 @@ pub fn run(ctx: &RunContext<'_>, config: &IngestConfig, options: &IngestOptions)
         }
         let n_incoming = incoming.len() as u64;
         let existing = read_documents(&path)?;
-        let before: HashMap<String, String> =
-            existing.iter().map(|d| (d.doc_id.clone(), d.sha256.clone())).collect();
+        let before: HashMap<String, String> = existing.iter().map(|d| (d.doc_id.clone(), d.sha256.clone())).collect();
         let mut rows: BTreeMap<String, Document> = BTreeMap::new();
         if !prune {
             rows.extend(existing.into_iter().map(|d| (d.doc_id.clone(), d)));
@@ -134,7 +134,7 @@ pub fn run(ctx: &RunContext<'_>, config: &IngestConfig, options: &IngestOptions)
         metrics.rows_out += rows.len() as u64;
         let docs: Vec<Document> = rows.into_values().collect();
         if docs.is_empty() {
-            remove_part(&path)?;
+            remove_file(&path)?;
         } else {
             let fp = documents_fingerprint(&docs);
             if part_fingerprint(&path, Table::Documents)?.as_deref() != Some(fp.as_str()) {

@@ -86,12 +86,21 @@ pub fn read_corpus(path: &Path, max_bytes: u64) -> Result<ReadOutcome> {
 /// `root`, using `/` on every platform.
 fn walk(root: &Path, dir: &Path, files: &mut Vec<(PathBuf, String)>, failures: &mut Vec<Failure>) {
     let rel = |p: &Path| {
-        p.strip_prefix(root).unwrap_or(p).components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+        p.strip_prefix(root)
+            .unwrap_or(p)
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/")
     };
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) => {
-            failures.push(fail(rel(dir), FailureKind::Unreadable, format!("{}: cannot list folder: {e}", dir.display())));
+            failures.push(fail(
+                rel(dir),
+                FailureKind::Unreadable,
+                format!("{}: cannot list folder: {e}", dir.display()),
+            ));
             return;
         }
     };
@@ -135,9 +144,10 @@ fn read_file(path: &Path, unit: &str, max_bytes: u64, out: &mut ReadOutcome) {
     match format {
         Format::Text { markdown } => match text_document(&bytes, unit, max_bytes) {
             Ok(text) => {
-                let title = markdown.then(|| markdown_title(&text)).flatten().or_else(|| {
-                    Path::new(unit).file_stem().map(|s| s.to_string_lossy().into_owned())
-                });
+                let title = markdown
+                    .then(|| markdown_title(&text))
+                    .flatten()
+                    .or_else(|| Path::new(unit).file_stem().map(|s| s.to_string_lossy().into_owned()));
                 out.docs.push(RawDoc { doc_id: None, title, text, source: unit.to_owned() });
             }
             Err(f) => out.failures.push(f),
@@ -156,7 +166,11 @@ fn line_of(bytes: &[u8], offset: usize) -> usize {
 /// Validates a whole text file: size, binary content, UTF-8, emptiness.
 fn text_document(bytes: &[u8], unit: &str, max_bytes: u64) -> Result<String, Failure> {
     if bytes.len() as u64 > max_bytes {
-        return Err(fail(unit, FailureKind::TooLarge, format!("{unit}: {} bytes, more than the limit of {max_bytes}", bytes.len())));
+        return Err(fail(
+            unit,
+            FailureKind::TooLarge,
+            format!("{unit}: {} bytes, more than the limit of {max_bytes}", bytes.len()),
+        ));
     }
     if let Some(pos) = bytes.iter().position(|&b| b == 0) {
         return Err(fail(
@@ -167,7 +181,11 @@ fn text_document(bytes: &[u8], unit: &str, max_bytes: u64) -> Result<String, Fai
     }
     let text = std::str::from_utf8(bytes).map_err(|e| {
         let pos = e.valid_up_to();
-        fail(unit, FailureKind::InvalidUtf8, format!("{unit}: invalid UTF-8 at line {}, byte {pos}", line_of(bytes, pos)))
+        fail(
+            unit,
+            FailureKind::InvalidUtf8,
+            format!("{unit}: invalid UTF-8 at line {}, byte {pos}", line_of(bytes, pos)),
+        )
     })?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.trim().is_empty() {
@@ -193,7 +211,11 @@ fn read_json_lines(bytes: &[u8], file: &str, max_bytes: u64, out: &mut ReadOutco
         let unit = format!("{file}:{line_no}");
         let Ok(line) = std::str::from_utf8(line) else {
             let bad = std::str::from_utf8(line).err().map_or(0, |e| e.valid_up_to());
-            out.failures.push(fail(&unit, FailureKind::InvalidUtf8, format!("{unit}: invalid UTF-8 at byte {}", offset + bad)));
+            out.failures.push(fail(
+                &unit,
+                FailureKind::InvalidUtf8,
+                format!("{unit}: invalid UTF-8 at byte {}", offset + bad),
+            ));
             continue;
         };
         let line = line.trim_start_matches('\u{feff}');
@@ -216,7 +238,11 @@ fn read_json_array(bytes: &[u8], file: &str, max_bytes: u64, out: &mut ReadOutco
         Ok(text) => text.trim_start_matches('\u{feff}'),
         Err(e) => {
             let pos = e.valid_up_to();
-            out.failures.push(fail(file, FailureKind::InvalidUtf8, format!("{file}: invalid UTF-8 at line {}, byte {pos}", line_of(bytes, pos))));
+            out.failures.push(fail(
+                file,
+                FailureKind::InvalidUtf8,
+                format!("{file}: invalid UTF-8 at line {}, byte {pos}", line_of(bytes, pos)),
+            ));
             return;
         }
     };
@@ -252,7 +278,11 @@ fn read_json_array(bytes: &[u8], file: &str, max_bytes: u64, out: &mut ReadOutco
 /// Turns one JSON value into a document, or a failure naming the field.
 fn push_json_doc(value: Value, unit: &str, max_bytes: u64, out: &mut ReadOutcome) {
     let Value::Object(mut obj) = value else {
-        out.failures.push(fail(unit, FailureKind::InvalidField, format!("{unit}: expected a JSON object {{doc_id?, title?, text}}")));
+        out.failures.push(fail(
+            unit,
+            FailureKind::InvalidField,
+            format!("{unit}: expected a JSON object {{doc_id?, title?, text}}"),
+        ));
         return;
     };
     let doc_id = match obj.remove("doc_id") {
@@ -260,7 +290,11 @@ fn push_json_doc(value: Value, unit: &str, max_bytes: u64, out: &mut ReadOutcome
         Some(Value::String(s)) if !s.trim().is_empty() => Some(s),
         Some(Value::Number(n)) => Some(n.to_string()),
         Some(other) => {
-            out.failures.push(fail(unit, FailureKind::InvalidField, format!("{unit}: field `doc_id` must be a non-empty string or a number, found {other}")));
+            out.failures.push(fail(
+                unit,
+                FailureKind::InvalidField,
+                format!("{unit}: field `doc_id` must be a non-empty string or a number, found {other}"),
+            ));
             return;
         }
     };
@@ -268,19 +302,29 @@ fn push_json_doc(value: Value, unit: &str, max_bytes: u64, out: &mut ReadOutcome
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s),
         Some(other) => {
-            out.failures.push(fail(unit, FailureKind::InvalidField, format!("{unit}: field `title` must be a string, found {other}")));
+            out.failures.push(fail(
+                unit,
+                FailureKind::InvalidField,
+                format!("{unit}: field `title` must be a string, found {other}"),
+            ));
             return;
         }
     };
     let text = match obj.remove("text") {
         Some(Value::String(s)) => s,
         None | Some(Value::Null) => {
-            out.failures.push(Failure { doc_id, ..fail(unit, FailureKind::MissingText, format!("{unit}: field `text` is missing")) });
+            out.failures.push(Failure {
+                doc_id,
+                ..fail(unit, FailureKind::MissingText, format!("{unit}: field `text` is missing"))
+            });
             return;
         }
         Some(other) => {
             let kind = type_name(&other);
-            out.failures.push(Failure { doc_id, ..fail(unit, FailureKind::InvalidField, format!("{unit}: field `text` must be a string, found {kind}")) });
+            out.failures.push(Failure {
+                doc_id,
+                ..fail(unit, FailureKind::InvalidField, format!("{unit}: field `text` must be a string, found {kind}"))
+            });
             return;
         }
     };
@@ -302,7 +346,10 @@ fn type_name(v: &Value) -> &'static str {
 fn push_text_doc(doc: RawDoc, max_bytes: u64, out: &mut ReadOutcome) {
     let unit = doc.source.clone();
     let failure = if doc.text.len() as u64 > max_bytes {
-        Some((FailureKind::TooLarge, format!("{unit}: text is {} bytes, more than the limit of {max_bytes}", doc.text.len())))
+        Some((
+            FailureKind::TooLarge,
+            format!("{unit}: text is {} bytes, more than the limit of {max_bytes}", doc.text.len()),
+        ))
     } else if doc.text.trim().is_empty() {
         Some((FailureKind::Empty, format!("{unit}: field `text` is empty")))
     } else if doc.text.contains('\0') {
@@ -350,7 +397,10 @@ fn read_parquet(path: &Path, file: &str, max_bytes: u64, out: &mut ReadOutcome) 
             let unit = format!("{file} row {row}");
             let doc_id = ids.as_ref().and_then(|a| a.is_valid(i).then(|| a.value(i).to_owned()));
             if !texts.is_valid(i) {
-                out.failures.push(Failure { doc_id, ..fail(&unit, FailureKind::MissingText, format!("{unit}: `text` is null")) });
+                out.failures.push(Failure {
+                    doc_id,
+                    ..fail(&unit, FailureKind::MissingText, format!("{unit}: `text` is null"))
+                });
                 continue;
             }
             let title = titles.as_ref().and_then(|a| a.is_valid(i).then(|| a.value(i).to_owned()));
@@ -365,9 +415,17 @@ fn string_col(batch: &RecordBatch, name: &str, file: &str) -> std::result::Resul
     let Some(array) = batch.column_by_name(name) else { return Ok(None) };
     let castable = matches!(
         array.data_type(),
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Int32 | DataType::Int64 | DataType::UInt32 | DataType::UInt64
+        DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Utf8View
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt32
+            | DataType::UInt64
     );
-    if !castable || (name == "text" && !matches!(array.data_type(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)) {
+    if !castable
+        || (name == "text" && !matches!(array.data_type(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View))
+    {
         return Err(format!("{file}: column `{name}` has type {}, expected a string column", array.data_type()));
     }
     let cast = cast(array, &DataType::Utf8).map_err(|e| format!("{file}: column `{name}`: {e}"))?;
@@ -479,7 +537,10 @@ mod tests {
         assert_eq!(out.docs[1].doc_id, None);
         assert_eq!(out.docs[1].source, "c.parquet row 2");
         let f = only_failure(&out);
-        assert_eq!((f.unit.as_str(), f.kind, f.doc_id.as_deref()), ("c.parquet row 3", FailureKind::MissingText, Some("12")));
+        assert_eq!(
+            (f.unit.as_str(), f.kind, f.doc_id.as_deref()),
+            ("c.parquet row 3", FailureKind::MissingText, Some("12"))
+        );
 
         // A Parquet file without a text column, and a file that is not Parquet at all.
         let out = read_bytes("x.parquet", b"PAR1 not really");

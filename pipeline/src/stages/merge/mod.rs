@@ -18,11 +18,14 @@ use serde::Serialize;
 
 pub use sql::{kb_queries, register_functions};
 
-use super::driver::RunContext;
 use super::Stage;
+use super::driver::RunContext;
 use crate::core::ids::fingerprint;
 use crate::core::{Error, Result, threads};
-use crate::io::parquet::{output_fingerprint, part_fingerprint, part_row_count, remove_part, row_count, string_column, typed, write_part};
+use crate::io::files::remove_file;
+use crate::io::parquet::{
+    output_fingerprint, part_fingerprint, part_row_count, row_count, string_column, typed, write_part,
+};
 use crate::io::sql::IndexSql;
 use crate::io::{Index, Shard, StageMetrics};
 
@@ -55,7 +58,10 @@ pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
     if ctx.shard != Shard::ALL {
         return Err(Error::config(
             "--shard",
-            format!("{}: merge reads every document and runs once for the whole index, after all shards of the other stages", ctx.shard),
+            format!(
+                "{}: merge reads every document and runs once for the whole index, after all shards of the other stages",
+                ctx.shard
+            ),
         ));
     }
     let index = &ctx.index;
@@ -136,7 +142,7 @@ pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
     for (table, _) in &queries {
         for part in index.parts(*table)? {
             if part != kb_part(index, *table) {
-                remove_part(&part)?;
+                remove_file(&part)?;
             }
         }
     }
@@ -160,7 +166,13 @@ fn conform(table: Table, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> 
                 .fields()
                 .iter()
                 .zip(batch.schema().fields())
-                .map(|(want, got)| Field::new(want.name(), got.data_type().clone(), want.is_nullable() || got.is_nullable() && want.is_nullable()))
+                .map(|(want, got)| {
+                    Field::new(
+                        want.name(),
+                        got.data_type().clone(),
+                        want.is_nullable() || got.is_nullable() && want.is_nullable(),
+                    )
+                })
                 .collect();
             for (f, column) in fields.iter().zip(batch.columns()) {
                 if !f.is_nullable() && column.null_count() > 0 {

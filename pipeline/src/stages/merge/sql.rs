@@ -58,9 +58,14 @@ pub fn kb_queries(model: &str) -> Vec<(Table, String)> {
         ),
         (
             Table::KbHyperedgeEntities,
-            format!("SELECT {HYPEREDGE_ID}, {ENTITY_ID}, {DOC_ID} FROM hyperedge_entities ORDER BY {DOC_ID}, {HYPEREDGE_ID}, {ENTITY_ID}"),
+            format!(
+                "SELECT {HYPEREDGE_ID}, {ENTITY_ID}, {DOC_ID} FROM hyperedge_entities ORDER BY {DOC_ID}, {HYPEREDGE_ID}, {ENTITY_ID}"
+            ),
         ),
-        (Table::KbClusters, format!("SELECT {CLUSTER_ID}, {DOC_ID}, {TEXT} FROM clusters ORDER BY {DOC_ID}, {CLUSTER_ID}")),
+        (
+            Table::KbClusters,
+            format!("SELECT {CLUSTER_ID}, {DOC_ID}, {TEXT} FROM clusters ORDER BY {DOC_ID}, {CLUSTER_ID}"),
+        ),
         (
             Table::KbClusterMembers,
             format!(
@@ -113,9 +118,10 @@ pub fn register_functions(sql: &IndexSql) {
         Volatility::Immutable,
         Arc::new(|args: &[ColumnarValue]| {
             let arrays = ColumnarValue::values_to_arrays(args)?;
-            let input = arrays[0].as_any().downcast_ref::<StringArray>().ok_or_else(|| {
-                datafusion::error::DataFusionError::Internal("normalize_name expects text".into())
-            })?;
+            let input = arrays[0]
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .ok_or_else(|| datafusion::error::DataFusionError::Internal("normalize_name expects text".into()))?;
             let out: StringArray = input.iter().map(|v| v.map(normalize)).collect();
             Ok(ColumnarValue::Array(Arc::new(out) as ArrayRef))
         }),
@@ -147,4 +153,3 @@ pub fn register_functions(sql: &IndexSql) {
     sql.context().register_udf(normalize_name);
     sql.context().register_udf(summary_aliases);
 }
-

@@ -3,7 +3,7 @@
 //! from the cache; seconds are those of fresh answers), next to each stage's wall time from the
 //! `manifest`.
 
-use crate::core::{Error, Result};
+use crate::core::{Result, threads};
 use crate::io::Index;
 use crate::io::sql::{IndexSql, OutputFormat, format_batches};
 
@@ -29,11 +29,7 @@ pub fn cost_sql() -> String {
 
 /// The cost table of an index in a format (`table` for reports, `json` for machines).
 pub fn cost_table(index: &Index, format: OutputFormat) -> Result<String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Runtime { what: "the async runtime", source: Box::new(e) })?;
-    runtime.block_on(async {
+    threads::runtime()?.block_on(async {
         let sql = IndexSql::open(index).await?;
         let results = sql.run(&cost_sql()).await?;
         format_batches(results.first().map(Vec::as_slice).unwrap_or_default(), format, 0)

@@ -4,3 +4,4 @@
 mod embed;
 mod layers;
 mod llm;
+mod slt;

@@ -127,3 +127,23 @@ fn construction_reruns_are_free_and_config_changes_rerun_what_they_affect() {
     assert_eq!(graph.code, 0, "{}", graph.stderr);
     assert!(scalar(&index, "SELECT count(*) FROM edges").as_i64().unwrap() < edges_before);
 }
+
+#[test]
+fn errors_say_what_is_wrong_and_the_binaries_what_to_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    build(&index, &[]);
+    let i = index.to_str().unwrap();
+    // The library names the missing file; the binary adds the make target that fetches it.
+    let out = run_env("embed", &["--index", i], &[("FLEXSTRUCT_EMBED__MODEL_DIR", "no/such/model")]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("no/such/model/config.json is missing"), "{}", out.stderr);
+    assert!(out.stderr.contains("hint: run `make model`"), "{}", out.stderr);
+    // An LLM backend without an [llm] section is refused, naming the key.
+    let out = run_env("extract", &["--index", i], &[("FLEXSTRUCT_BACKENDS__EXTRACT", "llm")]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("backends.extract") && out.stderr.contains("no [llm] section"), "{}", out.stderr);
+    // The metrics name the backend of each stage.
+    let out = run("hypergraph", &["--index", i]);
+    assert!(out.stderr.contains(r#"summaries: {"backend":"rules","version":"1"}"#), "{}", out.stderr);
+}

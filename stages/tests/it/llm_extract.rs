@@ -218,3 +218,52 @@ fn the_llm_writes_summaries_above_tau_s_and_relations_around_anchors() {
         .collect();
     assert_eq!(purposes, ["extract/items", "graph/relations", "hypergraph/summary"]);
 }
+
+#[test]
+fn changing_a_backend_reruns_exactly_the_stages_it_affects() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = corpus_index(tmp.path(), "index", 3);
+    let server = FakeLlm::start(flexstruct_testkit::pipeline_responder);
+    let with = |backends: &[(&str, &str)]| {
+        let mut env = llm_env(&server, &tmp.path().join("small.toml"));
+        env.retain(|(k, _)| k != "FLEXSTRUCT_BACKENDS__ALL");
+        env.push(("FLEXSTRUCT_BACKENDS__ALL".into(), "rules".into()));
+        env.push(("FLEXSTRUCT_HYPERGRAPH__TAU_S".into(), "1".into()));
+        env.push(("FLEXSTRUCT_GRAPH__TAU_E".into(), "1".into()));
+        env.extend(backends.iter().map(|(k, v)| (format!("FLEXSTRUCT_BACKENDS__{k}"), (*v).to_owned())));
+        env
+    };
+    let i = index.to_str().unwrap();
+    // Which stages do work under `env`: a stage that is up to date reports " 0 done,".
+    let worked = |env: &[(String, String)]| -> Vec<&'static str> {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        ["extract", "hypergraph", "graph"]
+            .into_iter()
+            .filter(|stage| {
+                let out = run_env(stage, &["--index", i], &env);
+                assert_eq!(out.code, 0, "{stage}: {}", out.stderr);
+                !out.stderr.contains(" 0 done,")
+            })
+            .collect()
+    };
+    // Everything on the rules (with an [llm] section present): no request is sent.
+    assert_eq!(worked(&with(&[])), ["extract", "hypergraph", "graph"]);
+    assert_eq!(server.request_count(), 0);
+    assert!(worked(&with(&[])).is_empty());
+    // Summaries on the LLM: extraction is untouched; the hypergraph reruns, and the graph, whose
+    // input it is.
+    assert_eq!(worked(&with(&[("SUMMARIES", "llm")])), ["hypergraph", "graph"]);
+    assert!(scalar(&index, "SELECT count(*) FROM entities WHERE backend = 'llm:fake-model'").as_i64().unwrap() > 0);
+    assert_eq!(scalar(&index, "SELECT count(DISTINCT backend) FROM edges"), 1);
+    // Relations too: only the graph reruns, and its rows say who wrote them.
+    assert_eq!(worked(&with(&[("SUMMARIES", "llm"), ("RELATIONS", "llm")])), ["graph"]);
+    assert_eq!(scalar(&index, "SELECT count(*) FROM edges WHERE backend <> 'llm:fake-model'"), 0);
+    // Another model behind the same endpoint reruns what it wrote, and nothing else.
+    let mut other = with(&[("SUMMARIES", "llm"), ("RELATIONS", "llm")]);
+    other.push(("FLEXSTRUCT_LLM__MODEL".into(), "fake-model-2".into()));
+    assert_eq!(worked(&other), ["hypergraph", "graph"]);
+    assert_eq!(scalar(&index, "SELECT count(*) FROM items WHERE extractor <> 'rules'"), 0);
+    let purposes = query(&index, "SELECT DISTINCT purpose FROM llm_calls ORDER BY purpose");
+    let purposes: Vec<&str> = purposes.iter().map(|r| r["purpose"].as_str().unwrap()).collect();
+    assert_eq!(purposes, ["relations", "summary"]);
+}

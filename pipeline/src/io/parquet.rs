@@ -178,7 +178,7 @@ pub fn typed<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T
         .ok_or_else(|| Error::Internal(format!("column `{name}` has an unexpected type")))
 }
 
-/// A non-null list<utf8> column from lists of strings.
+/// A non-null `list<utf8>` column from lists of strings.
 pub fn string_lists<'a>(lists: impl Iterator<Item = &'a [String]>) -> ListArray {
     let mut builder =
         ListBuilder::new(StringBuilder::new()).with_field(Arc::new(Field::new_list_field(DataType::Utf8, false)));

@@ -1,4 +1,4 @@
-//! all-MiniLM-L6-v2 in process: the tokenizer, our BERT encoder ([`super::bert`]), mean pooling
+//! all-MiniLM-L6-v2 in process: the tokenizer, our BERT encoder (`bert.rs`), mean pooling
 //! and L2 normalisation exactly as sentence-transformers runs them, batched by length on every
 //! core.
 

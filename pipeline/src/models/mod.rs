@@ -1,5 +1,5 @@
 //! Embedding models: the [`Embedder`] trait, all-MiniLM-L6-v2 in process ([`minilm`], our own
-//! BERT encoder over candle in [`bert`]), an OpenAI-compatible `/v1/embeddings` endpoint
+//! BERT encoder over candle in `bert.rs`), an OpenAI-compatible `/v1/embeddings` endpoint
 //! ([`remote`]), and feature hashing for fast tests ([`hashing`]). Which one runs is the
 //! `[embed]` section ([`EmbedConfig`], [`embedder_for`]).
 

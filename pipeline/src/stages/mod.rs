@@ -8,8 +8,11 @@
 //!
 //! Every stage folder has the same shape: `mod.rs` with the stage's name and version, its
 //! `run` function and its metrics (the typed details of its manifest row), `config.rs` with
-//! its section of the configuration, and a file per backend where the stage can run on the
-//! rules or an LLM (`rules.rs`, `llm.rs`, behind a trait in `mod.rs`). A stage reads its input
+//! its section of the configuration (embed and merge have none of their own: the embedding model,
+//! `[embed]`, is theirs), and a file per backend where the stage can run on the rules or an LLM
+//! (`rules.rs`, `llm.rs`, behind a trait in `mod.rs`). To add a stage, copy the folder of one
+//! of the same kind (`chunk` for a rules-only per-document stage, `graph` for one with a
+//! backend), add it to [`Stage`] and give it a `compose` function and a binary. A stage reads its input
 //! tables and writes its outputs through [`crate::io`]; it never calls another stage — stages
 //! meet only through their tables. Per-document stages run bucket by bucket through
 //! [`driver::run_buckets`]; [`crate::compose`] picks the backends and runs them in order.

@@ -64,12 +64,18 @@ impl IndexSql {
     /// their schema), so queries over a partly built index return no rows rather than failing.
     /// Every part file is checked against its schema first; a mismatch names table, file and column.
     pub async fn open(index: &Index) -> Result<IndexSql> {
+        IndexSql::open_tables(index, &Table::ALL).await
+    }
+
+    /// Registers only `tables` of `index` (checked the same way): what the merge reads, so that
+    /// kb tables of an older layout, which it is about to rewrite, are not read.
+    pub async fn open_tables(index: &Index, tables: &[Table]) -> Result<IndexSql> {
         let config = SessionConfig::new().with_information_schema(true).with_target_partitions(threads::count());
         let ctx = SessionContext::new_with_config(config);
         let catalog =
             ctx.catalog("datafusion").ok_or_else(|| Error::Internal("DataFusion has no default catalog".into()))?;
         catalog.register_schema("kb", Arc::new(MemorySchemaProvider::new()))?;
-        for table in Table::ALL {
+        for &table in tables {
             let parts = index.parts(table)?;
             for part in &parts {
                 check_part(part, table)?;

@@ -5,3 +5,4 @@ mod embed;
 mod layers;
 mod llm;
 mod slt;
+mod upgrade;

@@ -25,7 +25,7 @@ const CORPUS: &str = r#"{"doc_id": "kestrel", "title": "Kestrel Valley", "text":
 "#;
 
 /// Builds and merges the fixture index in `dir`.
-fn fixture(dir: &Path) -> Index {
+pub fn fixture(dir: &Path) -> Index {
     let corpus = dir.join("corpus.jsonl");
     std::fs::write(&corpus, CORPUS).unwrap();
     let mut config = Config::default();

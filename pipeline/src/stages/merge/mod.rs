@@ -103,7 +103,8 @@ pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
     }
 
     threads::runtime()?.block_on(async {
-        let sql = IndexSql::open(index).await?;
+        let tables: Vec<Table> = inputs().collect();
+        let sql = IndexSql::open_tables(index, &tables).await?;
         register_functions(&sql);
         for (table, query) in &queries {
             let batches = sql.context().sql(query).await?.collect().await?;

@@ -17,7 +17,7 @@ use crate::core::{Error, Result};
 use crate::io::Index;
 use crate::io::calls::append_calls;
 use crate::io::sql::OutputFormat;
-use crate::query::{Engine, Mode, QueryConfig};
+use crate::query::{Engine, Mode, Prepared, QueryConfig};
 
 /// Hears what an evaluation is doing (the binary prints it).
 pub trait Observer {
@@ -60,24 +60,34 @@ impl Setup {
     }
 }
 
-/// An index's engine and judge, which evaluate variants on one prepared batch of questions.
+/// An index's engine and judge, which evaluate variants on one prepared batch of questions
+/// (embedded and given their entities once, however many variants follow).
 struct Bench {
     engine: Engine,
     judge: Box<dyn Judge>,
+    prepared: std::sync::OnceLock<Prepared>,
 }
 
 impl Bench {
     fn open(index: &Index, config: &Config) -> Result<Bench> {
         let backends = Backends::new(config, index.root())?;
-        Ok(Bench { engine: compose::engine(index, config, &backends)?, judge: judge_for(&backends) })
+        let engine = compose::engine(index, config, &backends)?;
+        Ok(Bench { engine, judge: judge_for(&backends), prepared: std::sync::OnceLock::new() })
     }
 
-    /// Evaluates `variants`, telling `observer` about each, and records the LLM calls made.
+    /// Evaluates `variants` on the questions `qa` (the same questions at every call), telling
+    /// `observer` about each, and records the LLM calls made.
     fn evaluate(&self, qa: &[QaQuestion], variants: &[Variant], observer: &dyn Observer) -> Result<Vec<Row>> {
-        let prepared = super::prepare(&self.engine, qa)?;
+        let prepared = match self.prepared.get() {
+            Some(p) => p,
+            None => {
+                let p = super::prepare(&self.engine, qa)?;
+                self.prepared.get_or_init(|| p)
+            }
+        };
         let mut rows = Vec::new();
         for v in variants {
-            let mine = super::evaluate(&self.engine, &prepared, qa, v, self.judge.as_ref())?;
+            let mine = super::evaluate(&self.engine, prepared, qa, v, self.judge.as_ref())?;
             let refs: Vec<&Row> = mine.iter().collect();
             observer.evaluated(&v.label, &super::stats(&refs, false));
             rows.extend(mine);

@@ -459,6 +459,8 @@ pub fn eval_results_schema() -> SchemaRef {
             f64_null("answer_token_recall"),
             f64_null("evidence_recall"),
             f64_null("doc_recall"),
+            f64_null("doc_recall_at_2"),
+            f64_null("doc_recall_at_5"),
             i64_("context_tokens"),
             f64_("retrieval_ms"),
             f64_("embed_ms"),

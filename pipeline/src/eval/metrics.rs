@@ -101,6 +101,27 @@ impl ContextText {
 }
 
 /// Document recall: the share of gold documents among the context's documents.
+/// Document recall@k: the share of the gold documents among the first `k` distinct documents of
+/// `ranked` (the documents of the context's evidence, best first), as HippoRAG 2 reports passage
+/// recall@5 (None without gold documents).
+pub fn doc_recall_at(gold: &[String], ranked: &[&str], k: usize) -> Option<f64> {
+    if gold.is_empty() {
+        return None;
+    }
+    let mut first: Vec<&str> = Vec::with_capacity(k);
+    for doc in ranked {
+        if first.len() == k {
+            break;
+        }
+        if !first.contains(doc) {
+            first.push(doc);
+        }
+    }
+    Some(gold.iter().filter(|d| first.contains(&d.as_str())).count() as f64 / gold.len() as f64)
+}
+
+/// Document recall: the share of the gold documents among the documents `cited` (None without
+/// gold documents).
 pub fn doc_recall(gold: &[String], cited: &HashSet<&str>) -> Option<f64> {
     if gold.is_empty() {
         return None;
@@ -180,6 +201,12 @@ mod tests {
         let cited: HashSet<&str> = ["a", "b"].into_iter().collect();
         assert_eq!(doc_recall(&g(&["a", "c"]), &cited), Some(0.5));
         assert_eq!(doc_recall(&[], &cited), None);
+        // @k counts distinct documents in rank order.
+        let ranked = ["a", "a", "b", "c", "d"];
+        assert_eq!(doc_recall_at(&g(&["c", "a"]), &ranked, 2), Some(0.5));
+        assert_eq!(doc_recall_at(&g(&["c", "a"]), &ranked, 3), Some(1.0));
+        assert_eq!(doc_recall_at(&g(&["z"]), &ranked, 5), Some(0.0));
+        assert_eq!(doc_recall_at(&[], &ranked, 5), None);
         assert_eq!(percentile(&[3.0, 1.0, 2.0], 0.5), Some(2.0));
         assert_eq!(mean([1.0, 2.0].into_iter()), Some(1.5));
     }

@@ -25,7 +25,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use self::judge::{GradeRequest, Judge};
-use self::metrics::{ContextText, doc_recall, exact_match, f1, mean, percentile};
+use self::metrics::{ContextText, doc_recall, doc_recall_at, exact_match, f1, mean, percentile};
 use crate::core::{Error, Result};
 use crate::query::{Engine, Prepared, QueryConfig, Question, read_question_records};
 
@@ -107,6 +107,10 @@ pub struct Row {
     pub evidence_recall: Option<f64>,
     /// Share of the gold documents among the context's documents.
     pub doc_recall: Option<f64>,
+    /// Share of the gold documents among the first 2 distinct documents of the context.
+    pub doc_recall_at_2: Option<f64>,
+    /// Share of the gold documents among the first 5 distinct documents of the context.
+    pub doc_recall_at_5: Option<f64>,
     /// Context tokens (cl100k).
     pub context_tokens: usize,
     /// Retrieval latency (no LLM).
@@ -145,7 +149,8 @@ pub fn evaluate(
             // The measures look at the evidence texts only (not the numbering and spans around them).
             let text: Vec<&str> = a.evidence.iter().map(|e| e.text.as_str()).collect();
             let context = ContextText::new(&text.join("\n"));
-            let docs: HashSet<&str> = a.evidence.iter().map(|e| e.doc_id.as_str()).collect();
+            let ranked: Vec<&str> = a.evidence.iter().map(|e| e.doc_id.as_str()).collect();
+            let docs: HashSet<&str> = ranked.iter().copied().collect();
             let f1 = f1(&a.answer, &q.answers);
             Row {
                 variant: variant.label.clone(),
@@ -161,6 +166,8 @@ pub fn evaluate(
                 answer_token_recall: context.answer_token_recall(&q.answers),
                 evidence_recall: context.evidence_recall(&q.evidence),
                 doc_recall: doc_recall(&q.doc_ids, &docs),
+                doc_recall_at_2: doc_recall_at(&q.doc_ids, &ranked, 2),
+                doc_recall_at_5: doc_recall_at(&q.doc_ids, &ranked, 5),
                 context_tokens: a.context_tokens,
                 retrieval_ms: a.retrieval_ms,
                 embed_ms: a.embed_ms,
@@ -189,6 +196,10 @@ pub struct Stats {
     pub evidence_recall: Option<f64>,
     /// Document recall ×100.
     pub doc_recall: Option<f64>,
+    /// Document recall@2 ×100.
+    pub doc_recall_at_2: Option<f64>,
+    /// Document recall@5 ×100.
+    pub doc_recall_at_5: Option<f64>,
     /// Mean context tokens.
     pub context_tokens_mean: Option<f64>,
     /// Median retrieval latency.
@@ -229,6 +240,8 @@ pub fn stats(rows: &[&Row], by_type: bool) -> Stats {
         answer_token_recall: pct(rows.iter().filter_map(|r| r.answer_token_recall)),
         evidence_recall: pct(rows.iter().filter_map(|r| r.evidence_recall)),
         doc_recall: pct(rows.iter().filter_map(|r| r.doc_recall)),
+        doc_recall_at_2: pct(rows.iter().filter_map(|r| r.doc_recall_at_2)),
+        doc_recall_at_5: pct(rows.iter().filter_map(|r| r.doc_recall_at_5)),
         context_tokens_mean: round2(mean(rows.iter().map(|r| r.context_tokens as f64))),
         retrieval_ms_p50: round2(percentile(&latencies, 0.5)),
         retrieval_ms_p95: round2(percentile(&latencies, 0.95)),
@@ -267,6 +280,8 @@ mod tests {
             answer_token_recall: None,
             evidence_recall: None,
             doc_recall: None,
+            doc_recall_at_2: None,
+            doc_recall_at_5: None,
             context_tokens: 100,
             retrieval_ms: ms,
             embed_ms: 0.0,

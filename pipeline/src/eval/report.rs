@@ -26,13 +26,13 @@ fn cell(v: Option<f64>) -> String {
 /// The summary table in Markdown.
 pub fn summary_table(summary: &[(String, Stats)]) -> String {
     let mut s = String::from(
-        "| variant | n | EM | F1 | GE | answer recall | answer-token recall | evidence recall | doc recall | context tokens | retrieval p50 ms | retrieval p95 ms | of which embedding p50 ms |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| variant | n | EM | F1 | GE | answer recall | answer-token recall | evidence recall | doc recall | doc recall@2 | doc recall@5 | context tokens | retrieval p50 ms | retrieval p95 ms | of which embedding p50 ms |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for (name, st) in summary {
         let _ = writeln!(
             s,
-            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             st.n,
             cell(st.em),
             cell(st.f1),
@@ -41,6 +41,8 @@ pub fn summary_table(summary: &[(String, Stats)]) -> String {
             cell(st.answer_token_recall),
             cell(st.evidence_recall),
             cell(st.doc_recall),
+            cell(st.doc_recall_at_2),
+            cell(st.doc_recall_at_5),
             cell(st.context_tokens_mean),
             cell(st.retrieval_ms_p50),
             cell(st.retrieval_ms_p95),
@@ -115,6 +117,7 @@ pub fn comparison_charts(out: &Path, title: &str, summary: &[(String, Stats)]) -
         ("answer-token recall", pick(|s| s.answer_token_recall)),
         ("evidence recall", pick(|s| s.evidence_recall)),
         ("doc recall", pick(|s| s.doc_recall)),
+        ("doc recall@5", pick(|s| s.doc_recall_at_5)),
         ("F1", pick(|s| s.f1)),
     ];
     plot::grouped_bars(&out.join("measures.svg"), &format!("{title}: measures"), &names, "%", &measures)?;

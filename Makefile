@@ -20,6 +20,7 @@ VALUES  ?=
 MAX_CONTEXT_TOKENS ?=
 EQUAL_BUDGET ?=
 LIMIT   ?=
+SPLIT   ?=
 
 # MiniLM runs one single-threaded batch per core; candle's own pool for large element-wise
 # operations would add a busy thread beside them (BENCHMARKS.md: 91 → 101 sentences/s).
@@ -30,7 +31,8 @@ QA_NAME  = $(notdir $(patsubst %/,%,$(QA)))
 QA_INDEX = $(if $(filter command line environment,$(origin INDEX)),$(INDEX),data/indexes/$(QA_NAME))
 EVAL_DIR = $(or $(OUT),data/eval/$(QA_NAME)/$@)
 EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONFIG),--config $(CONFIG)) \
-             $(if $(MAX_CONTEXT_TOKENS),--max-context-tokens $(MAX_CONTEXT_TOKENS)) $(if $(LIMIT),--limit $(LIMIT))
+             $(if $(MAX_CONTEXT_TOKENS),--max-context-tokens $(MAX_CONTEXT_TOKENS)) $(if $(LIMIT),--limit $(LIMIT)) \
+             $(if $(SPLIT),--split $(SPLIT))
 
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
@@ -41,7 +43,7 @@ help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo ""
 	@echo "Variables: CORPUS=$(CORPUS) INDEX=$(INDEX) CONFIG=$(CONFIG) SHARD=$(SHARD) QA=$(QA)"
-	@echo "  query: MODE=$(MODE) Q=... QUESTIONS=... OUT=...; eval: MODES=$(MODES) EQUAL_BUDGET= MAX_CONTEXT_TOKENS= LIMIT= OUT=; sweep: PARAM=$(PARAM) VALUES="
+	@echo "  query: MODE=$(MODE) Q=... QUESTIONS=... OUT=...; eval: MODES=$(MODES) EQUAL_BUDGET= MAX_CONTEXT_TOKENS= SPLIT=all|tune|test LIMIT= OUT=; sweep: PARAM=$(PARAM) VALUES="
 
 build: ## Build the stage binaries (dev profile, hot crates optimised)
 	$(CARGO) build --bins

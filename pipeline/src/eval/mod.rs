@@ -14,6 +14,7 @@
 pub mod cost;
 pub mod judge;
 pub mod metrics;
+pub mod paired;
 pub mod plot;
 pub mod report;
 pub mod runs;

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::paired::{self, Paired};
 use super::plot;
 use super::{Row, Stats};
 use crate::core::{Error, Result};
@@ -52,6 +53,22 @@ pub fn summary_table(summary: &[(String, Stats)]) -> String {
     s
 }
 
+/// The paired differences in Markdown.
+pub fn paired_table(pairs: &[Paired]) -> String {
+    let mut s = String::from(
+        "| hybrid | variant | measure | n | hybrid − variant | 95 % interval | wins / losses / ties |\n|---|---|---|---:|---:|---|---|\n",
+    );
+    for p in pairs {
+        let mark = if p.significant() { " *" } else { "" };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:+.2}{mark} | [{:+.2}, {:+.2}] | {} / {} / {} |",
+            p.reference, p.variant, p.measure, p.n, p.difference, p.low, p.high, p.wins, p.losses, p.ties
+        );
+    }
+    s
+}
+
 /// Writes every output of an evaluation into `out` and returns the report's path. `extra` is
 /// Markdown appended to the report (cost table, sweep tables).
 pub fn write(
@@ -75,6 +92,9 @@ pub fn write(
         json.insert(name.clone(), serde_json::to_value(st)?);
     }
     write_file_atomic(&out.join("summary.json"), serde_json::to_string_pretty(&json)?.as_bytes())?;
+    let labels: Vec<String> = summary.iter().map(|(name, _)| name.clone()).collect();
+    let pairs = paired::against_hybrid(rows, &labels);
+    write_file_atomic(&out.join("paired.json"), serde_json::to_string_pretty(&pairs)?.as_bytes())?;
 
     let mut md = format!("# {}\n\n", header.title);
     for line in &header.settings {
@@ -94,6 +114,16 @@ pub fn write(
                 .collect();
             let _ = write!(md, "\n### {t}\n\n{}", summary_table(&per));
         }
+    }
+    if !pairs.is_empty() {
+        let _ = write!(
+            md,
+            "\n## Paired differences against hybrid\n\nPer question, hybrid minus the variant (at the same budget), ×100: the mean, a 95 % \
+             percentile-bootstrap interval ({} resamples, fixed seed) and the sign counts; `*` marks an interval that excludes 0 \
+             (a margin beyond the question-level noise).\n\n{}",
+            paired::RESAMPLES,
+            paired_table(&pairs)
+        );
     }
     md.push_str(extra);
     if !plots.is_empty() {

@@ -13,6 +13,7 @@ use super::runs::{self, Parameter};
 use super::{QaQuestion, Row, Stats, Variant, cost, plot};
 use crate::compose::{self, Backends, Sibling};
 use crate::config::Config;
+use crate::core::ids::doc_hash;
 use crate::core::{Error, Result};
 use crate::io::Index;
 use crate::io::calls::append_calls;
@@ -33,6 +34,50 @@ pub struct Quiet;
 
 impl Observer for Quiet {}
 
+/// Which half of a question set an evaluation runs on. The halves are fixed by the question id
+/// (the first 8 bytes of its SHA-256, big-endian, even or odd), so a change can be tuned on one
+/// half and reported on the other, the same split in every run and on every machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Split {
+    /// Every question.
+    #[default]
+    All,
+    /// The questions whose id hashes to an even number: for tuning.
+    Tune,
+    /// The others: for reporting what was tuned on the other half.
+    Test,
+}
+
+impl Split {
+    /// Whether question `id` belongs to this split.
+    pub fn keeps(self, id: &str) -> bool {
+        match self {
+            Split::All => true,
+            Split::Tune => doc_hash(id).is_multiple_of(2),
+            Split::Test => !doc_hash(id).is_multiple_of(2),
+        }
+    }
+
+    /// The name used in flags and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Split::All => "all",
+            Split::Tune => "tune",
+            Split::Test => "test",
+        }
+    }
+}
+
+impl std::str::FromStr for Split {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Split> {
+        [Split::All, Split::Tune, Split::Test]
+            .into_iter()
+            .find(|split| split.name() == s)
+            .ok_or_else(|| Error::config("--split", format!("unknown split `{s}` (all, tune or test)")))
+    }
+}
+
 /// What an evaluation runs on: the configuration, the index and the question set.
 #[derive(Debug, Clone)]
 pub struct Setup {
@@ -44,19 +89,22 @@ pub struct Setup {
     pub questions_path: PathBuf,
     /// The questions.
     pub qa: Vec<QaQuestion>,
+    /// The half of the set they are.
+    pub split: Split,
 }
 
 impl Setup {
     /// Opens `index` and reads the questions (`questions` is a file, or a folder holding
-    /// `questions.jsonl`); `limit` keeps the first questions only.
-    pub fn new(index: &Path, questions: &Path, config: Config, limit: Option<usize>) -> Result<Setup> {
+    /// `questions.jsonl`) of `split`; `limit` keeps the first of them only.
+    pub fn new(index: &Path, questions: &Path, config: Config, split: Split, limit: Option<usize>) -> Result<Setup> {
         let questions_path = if questions.is_dir() { questions.join("questions.jsonl") } else { questions.to_owned() };
         let mut qa = super::read_qa(&questions_path)?;
+        qa.retain(|q| split.keeps(&q.id));
         if let Some(n) = limit {
             qa.truncate(n);
         }
         let index = Index::open(index)?;
-        Ok(Setup { config, index, questions_path, qa })
+        Ok(Setup { config, index, questions_path, qa, split })
     }
 }
 
@@ -119,7 +167,14 @@ impl Bench {
                     sizes.join(", "),
                     self.engine.kb.model
                 ),
-                format!("{} questions", setup.qa.len()),
+                match setup.split {
+                    Split::All => format!("{} questions", setup.qa.len()),
+                    split => format!(
+                        "{} questions: the `{}` half of the set (by a stable hash of the id)",
+                        setup.qa.len(),
+                        split.name()
+                    ),
+                },
                 format!("query entities: {}; answers: {}; GE judge: {judge}", entities.label(), answers.label()),
                 budget,
                 format!("kb loaded in {:.2} s", self.engine.load_seconds),
@@ -342,6 +397,18 @@ fn finish(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_halves_are_fixed_and_cover_the_set() {
+        let ids: Vec<String> = (0..1000).map(|i| format!("q{i}")).collect();
+        let tune = ids.iter().filter(|id| Split::Tune.keeps(id)).count();
+        let test = ids.iter().filter(|id| Split::Test.keeps(id)).count();
+        assert_eq!(tune + test, 1000);
+        assert!((400..600).contains(&tune), "{tune}");
+        assert!(ids.iter().all(|id| Split::All.keeps(id) && Split::Tune.keeps(id) != Split::Test.keeps(id)));
+        assert_eq!("test".parse::<Split>().unwrap(), Split::Test);
+        assert!("half".parse::<Split>().is_err());
+    }
 
     #[test]
     fn equal_budget_variants_fill_the_budget_and_skip_none() {

@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use flexstruct_pipeline::compose::Sibling;
 use flexstruct_pipeline::config::{Config, Mode};
 use flexstruct_pipeline::eval::runs::Parameter;
-use flexstruct_pipeline::eval::suite::{self, Observer, Setup};
+use flexstruct_pipeline::eval::suite::{self, Observer, Setup, Split};
 use flexstruct_pipeline::eval::{Stats, cost};
 use flexstruct_pipeline::io::Index;
 use flexstruct_pipeline::io::sql::OutputFormat;
@@ -62,6 +62,9 @@ struct Common {
     /// Cap every variant's context at this many tokens (0: no cap; unset: query.max_context_tokens).
     #[arg(long, env = "FLEXSTRUCT_MAX_CONTEXT_TOKENS")]
     max_context_tokens: Option<usize>,
+    /// Which half of the questions: all, tune or test (fixed by a stable hash of the question id).
+    #[arg(long, default_value = "all", env = "FLEXSTRUCT_SPLIT")]
+    split: Split,
     /// Only the first N questions (quick runs).
     #[arg(long)]
     limit: Option<usize>,
@@ -136,7 +139,7 @@ fn setup(c: &Common) -> anyhow::Result<Setup> {
     if let Some(max) = c.max_context_tokens {
         config.query.max_context_tokens = max;
     }
-    Ok(Setup::new(&c.index, &c.questions, config, c.limit)?)
+    Ok(Setup::new(&c.index, &c.questions, config, c.split, c.limit)?)
 }
 
 fn run(cli: Cli) -> anyhow::Result<Outcome> {

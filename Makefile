@@ -14,7 +14,7 @@ FORMAT  ?= table
 MODE    ?= hybrid
 QUESTIONS ?=
 OUT     ?=
-MODES   ?= hybrid,hypergraph,graph,chunks,hypergraphrag,none
+MODES   ?= hybrid,hypergraph,graph,chunks,chunks-maxsim,sentence-window,hypergraphrag,none
 PARAM   ?= n_eh
 VALUES  ?=
 MAX_CONTEXT_TOKENS ?=
@@ -137,7 +137,7 @@ index: ## Run every construction stage (ingest … merge) on CORPUS into INDEX
 	$(MAKE) --no-print-directory cluster
 	$(MAKE) --no-print-directory merge
 
-query: build ## Answer Q="a question" (printed), or QUESTIONS=<jsonl> into OUT=<answers.jsonl>, from INDEX with MODE=hybrid|hypergraph|graph|chunks|none|hypergraphrag
+query: build ## Answer Q="a question" (printed), or QUESTIONS=<jsonl> into OUT=<answers.jsonl>, from INDEX with MODE=hybrid|hypergraph|graph|chunks|chunks-maxsim|sentence-window|none|hypergraphrag
 	@if [ -n "$(Q)" ]; then \
 	  $(BIN)/flexstruct-query --index $(INDEX) --mode $(MODE) $(if $(CONFIG),--config $(CONFIG)) "$(Q)"; \
 	elif [ -n "$(QUESTIONS)" ]; then \
@@ -147,7 +147,7 @@ query: build ## Answer Q="a question" (printed), or QUESTIONS=<jsonl> into OUT=<
 qa-index: build model ## Build (or bring up to date) the index of QA=<set> in data/indexes/<set>
 	$(MAKE) --no-print-directory index CORPUS=$(QA)/corpus.jsonl INDEX=$(QA_INDEX)
 
-eval: qa-index ## Score MODES on QA=<set> → OUT/summary.json, results, report.md, charts (EQUAL_BUDGET=1 adds modes capped at hybrid's budget)
+eval: qa-index ## Score MODES on QA=<set> → OUT/summary.json, results, report.md, charts (EQUAL_BUDGET=1 adds modes filling hybrid's budget)
 	$(BIN)/flexstruct-eval run $(EVAL_FLAGS) --modes $(MODES) $(if $(EQUAL_BUDGET),--equal-budget)
 
 ablate: qa-index ## The paper's ablation table on QA=<set> (toggles; w/o SW on a sibling index) → OUT/report.md

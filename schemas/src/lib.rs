@@ -462,6 +462,7 @@ pub fn eval_results_schema() -> SchemaRef {
             f64_null("doc_recall_at_2"),
             f64_null("doc_recall_at_5"),
             i64_("context_tokens"),
+            i64_("context_cap"),
             f64_("retrieval_ms"),
             f64_("embed_ms"),
             f64_("generation_ms"),

@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-/// Kind of a retrievable unit. The order (entity, hyperedge, edge, cluster, chunk) breaks ties
-/// between equally scored evidence.
+/// Kind of a retrievable unit. The order (entity, hyperedge, edge, cluster, chunk, passage)
+/// breaks ties between equally scored evidence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Unit {
@@ -18,11 +18,14 @@ pub enum Unit {
     Cluster,
     /// A chunk (id `doc_id#chunk_idx`).
     Chunk,
+    /// A passage: consecutive hyperedges of one document given as one piece of evidence (the
+    /// sentence-window peer; not embedded itself).
+    Passage,
 }
 
 impl Unit {
     /// Every kind, in tie-breaking order.
-    pub const ALL: [Unit; 5] = [Unit::Entity, Unit::Hyperedge, Unit::Edge, Unit::Cluster, Unit::Chunk];
+    pub const ALL: [Unit; 6] = [Unit::Entity, Unit::Hyperedge, Unit::Edge, Unit::Cluster, Unit::Chunk, Unit::Passage];
 
     /// Name in tables (`embeddings.unit`) and outputs.
     pub fn name(self) -> &'static str {
@@ -32,6 +35,7 @@ impl Unit {
             Unit::Edge => "edge",
             Unit::Cluster => "cluster",
             Unit::Chunk => "chunk",
+            Unit::Passage => "passage",
         }
     }
 

@@ -112,8 +112,10 @@ pub struct Row {
     pub doc_recall_at_2: Option<f64>,
     /// Share of the gold documents among the first 5 distinct documents of the context.
     pub doc_recall_at_5: Option<f64>,
-    /// Context tokens (cl100k).
+    /// Context tokens (cl100k) used.
     pub context_tokens: usize,
+    /// The variant's context cap (0: none).
+    pub context_cap: usize,
     /// Retrieval latency (no LLM).
     pub retrieval_ms: f64,
     /// The question-embedding part of `retrieval_ms`.
@@ -170,6 +172,7 @@ pub fn evaluate(
                 doc_recall_at_2: doc_recall_at(&q.doc_ids, &ranked, 2),
                 doc_recall_at_5: doc_recall_at(&q.doc_ids, &ranked, 5),
                 context_tokens: a.context_tokens,
+                context_cap: variant.config.max_context_tokens,
                 retrieval_ms: a.retrieval_ms,
                 embed_ms: a.embed_ms,
                 generation_ms: a.generation_ms,
@@ -201,8 +204,10 @@ pub struct Stats {
     pub doc_recall_at_2: Option<f64>,
     /// Document recall@5 ×100.
     pub doc_recall_at_5: Option<f64>,
-    /// Mean context tokens.
+    /// Mean context tokens used.
     pub context_tokens_mean: Option<f64>,
+    /// The context cap of the variant (0: none; the largest when rows differ).
+    pub context_cap: Option<usize>,
     /// Median retrieval latency.
     pub retrieval_ms_p50: Option<f64>,
     /// 95th percentile retrieval latency.
@@ -244,6 +249,7 @@ pub fn stats(rows: &[&Row], by_type: bool) -> Stats {
         doc_recall_at_2: pct(rows.iter().filter_map(|r| r.doc_recall_at_2)),
         doc_recall_at_5: pct(rows.iter().filter_map(|r| r.doc_recall_at_5)),
         context_tokens_mean: round2(mean(rows.iter().map(|r| r.context_tokens as f64))),
+        context_cap: rows.iter().map(|r| r.context_cap).max(),
         retrieval_ms_p50: round2(percentile(&latencies, 0.5)),
         retrieval_ms_p95: round2(percentile(&latencies, 0.95)),
         embed_ms_p50: round2(percentile(&rows.iter().map(|r| r.embed_ms).collect::<Vec<_>>(), 0.5)),
@@ -284,6 +290,7 @@ mod tests {
             doc_recall_at_2: None,
             doc_recall_at_5: None,
             context_tokens: 100,
+            context_cap: 0,
             retrieval_ms: ms,
             embed_ms: 0.0,
             generation_ms: 0.0,

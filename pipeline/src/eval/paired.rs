@@ -135,6 +135,7 @@ mod tests {
             doc_recall_at_2: None,
             doc_recall_at_5: None,
             context_tokens: 0,
+            context_cap: 0,
             retrieval_ms: 0.0,
             embed_ms: 0.0,
             generation_ms: 0.0,

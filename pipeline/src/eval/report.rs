@@ -27,13 +27,13 @@ fn cell(v: Option<f64>) -> String {
 /// The summary table in Markdown.
 pub fn summary_table(summary: &[(String, Stats)]) -> String {
     let mut s = String::from(
-        "| variant | n | EM | F1 | GE | answer recall | answer-token recall | evidence recall | doc recall | doc recall@2 | doc recall@5 | context tokens | retrieval p50 ms | retrieval p95 ms | of which embedding p50 ms |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| variant | n | EM | F1 | GE | answer recall | answer-token recall | evidence recall | doc recall | doc recall@2 | doc recall@5 | context tokens | cap | retrieval p50 ms | retrieval p95 ms | of which embedding p50 ms |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for (name, st) in summary {
         let _ = writeln!(
             s,
-            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             st.n,
             cell(st.em),
             cell(st.f1),
@@ -45,6 +45,7 @@ pub fn summary_table(summary: &[(String, Stats)]) -> String {
             cell(st.doc_recall_at_2),
             cell(st.doc_recall_at_5),
             cell(st.context_tokens_mean),
+            st.context_cap.filter(|&c| c > 0).map_or_else(|| "–".to_owned(), |c| c.to_string()),
             cell(st.retrieval_ms_p50),
             cell(st.retrieval_ms_p95),
             cell(st.embed_ms_p50),

@@ -183,25 +183,16 @@ impl Bench {
     }
 }
 
-/// Chunks the chunk strategy may retrieve when compared at an equal budget: the budget, not
-/// the number of chunks, limits it there, so that it can fill the budget when its chunks are
-/// short (one-paragraph passages).
-pub const EQUAL_BUDGET_CHUNKS: usize = 100;
-
-/// The variants of `modes` capped at `budget` tokens (labels `<mode> @<budget>`); `none`
-/// retrieves nothing and is left out.
+/// The variants of `modes` capped at `budget` tokens and filling it (labels `<mode> @<budget>`):
+/// every strategy takes evidence in rank order until the budget is full or its candidates run
+/// out; `none` retrieves nothing and is left out.
 pub fn equal_budget_variants(base: &QueryConfig, modes: &[Mode], budget: usize) -> Vec<Variant> {
     modes
         .iter()
         .filter(|m| **m != Mode::None)
         .map(|&mode| Variant {
             label: format!("{} @{budget}", mode.name()),
-            config: QueryConfig {
-                mode,
-                max_context_tokens: budget,
-                chunk_k: base.chunk_k.max(EQUAL_BUDGET_CHUNKS),
-                ..base.clone()
-            },
+            config: QueryConfig { mode, max_context_tokens: budget, fill: true, ..base.clone() },
         })
         .collect()
 }
@@ -416,6 +407,7 @@ mod tests {
         let v = equal_budget_variants(&base, &[Mode::Hybrid, Mode::Chunks, Mode::None], 1193);
         let labels: Vec<&str> = v.iter().map(|v| v.label.as_str()).collect();
         assert_eq!(labels, ["hybrid @1193", "chunks @1193"]);
-        assert!(v.iter().all(|v| v.config.max_context_tokens == 1193 && v.config.chunk_k == EQUAL_BUDGET_CHUNKS));
+        assert!(v.iter().all(|v| v.config.max_context_tokens == 1193 && v.config.fills()));
+        assert!(v[1].config.breadths().chunks >= crate::query::config::FILL_POOL);
     }
 }

@@ -24,12 +24,28 @@ pub enum Mode {
     None,
     /// HyperGraphRAG: entity and hyperedge retrieval, bidirectional expansion, chunk fusion.
     Hypergraphrag,
+    /// A strong simple baseline: chunks ranked by their best sentence (the highest cosine of a
+    /// hyperedge located inside the chunk; the chunk's own vector when it has none).
+    #[serde(rename = "chunks-maxsim")]
+    ChunksMaxsim,
+    /// A strong simple baseline: the top hyperedges by cosine, each widened to its ±`window_k`
+    /// neighbours in its document, overlapping windows merged, as passages best first.
+    #[serde(rename = "sentence-window")]
+    SentenceWindow,
 }
 
 impl Mode {
     /// Every mode, in the order reports list them.
-    pub const ALL: [Mode; 6] =
-        [Mode::Hybrid, Mode::Hypergraph, Mode::Graph, Mode::Chunks, Mode::None, Mode::Hypergraphrag];
+    pub const ALL: [Mode; 8] = [
+        Mode::Hybrid,
+        Mode::Hypergraph,
+        Mode::Graph,
+        Mode::Chunks,
+        Mode::None,
+        Mode::Hypergraphrag,
+        Mode::ChunksMaxsim,
+        Mode::SentenceWindow,
+    ];
 
     /// The name used in flags, config and outputs.
     pub fn name(self) -> &'static str {
@@ -40,6 +56,8 @@ impl Mode {
             Mode::Chunks => "chunks",
             Mode::None => "none",
             Mode::Hypergraphrag => "hypergraphrag",
+            Mode::ChunksMaxsim => "chunks-maxsim",
+            Mode::SentenceWindow => "sentence-window",
         }
     }
 }
@@ -99,6 +117,29 @@ pub struct QueryConfig {
     pub hgr_k_h: usize,
     /// Most context tokens (cl100k); the lowest-ranked evidence is dropped first. 0: no limit.
     pub max_context_tokens: usize,
+    /// Fill the cap: with `max_context_tokens` set, every strategy keeps taking evidence in rank
+    /// order until the cap is full or its candidates run out — its breadths (N_EH, N_E, N_B,
+    /// `chunk_k`) become the first of [`FILL_POOL`] candidates — so that strategies compared at
+    /// one cap use it equally. Off: the breadths stop retrieval, and the cap only trims.
+    pub fill: bool,
+    /// Neighbours on each side of a hyperedge in the sentence-window baseline (k).
+    pub window_k: usize,
+}
+
+/// Candidates per retrieval module when a strategy fills its cap.
+pub const FILL_POOL: usize = 200;
+
+/// The breadths a strategy retrieves with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Breadths {
+    /// Hyperedges (N_EH; the seeds of sentence windows).
+    pub hyperedges: usize,
+    /// Edges (N_E).
+    pub edges: usize,
+    /// Bridge hyperedges (N_B).
+    pub bridges: usize,
+    /// Chunks (`chunk_k`).
+    pub chunks: usize,
 }
 
 impl Default for QueryConfig {
@@ -120,6 +161,8 @@ impl Default for QueryConfig {
             hgr_k_v: 60,
             hgr_k_h: 60,
             max_context_tokens: 12_000,
+            fill: false,
+            window_k: 2,
         }
     }
 }
@@ -133,6 +176,23 @@ impl QueryConfig {
             hyperedge: self.tau_eh.unwrap_or(calibrated.hyperedge),
             edge: self.tau_e.unwrap_or(calibrated.edge),
             chunk: self.tau_chunk.unwrap_or(calibrated.chunk),
+        }
+    }
+
+    /// Whether this strategy fills its cap ([`QueryConfig::fill`] with a cap set).
+    pub fn fills(&self) -> bool {
+        self.fill && self.max_context_tokens > 0
+    }
+
+    /// The breadths in effect: the configured ones, or at least [`FILL_POOL`] candidates of each
+    /// module when the strategy fills its cap (a breadth of 0 stays 0: the module is off).
+    pub fn breadths(&self) -> Breadths {
+        let pool = |n: usize| if self.fills() && n > 0 { n.max(FILL_POOL) } else { n };
+        Breadths {
+            hyperedges: pool(self.n_eh),
+            edges: pool(self.n_e),
+            bridges: pool(self.n_b),
+            chunks: pool(self.chunk_k),
         }
     }
 

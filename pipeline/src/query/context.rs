@@ -90,6 +90,14 @@ fn evidence(kb: &Kb, r: &Retrieved) -> Evidence {
             let pieces = c.members[row].iter().map(|&h| hyperedge_piece(h as usize)).collect();
             (c.id.value(row), c.doc_id.value(row), c.text.value(row).to_owned(), pieces)
         }
+        Unit::Passage => {
+            let h = &kb.hyperedges;
+            let members = row..row + r.len.max(1) as usize;
+            let pieces: Vec<Piece> = members.clone().map(hyperedge_piece).collect();
+            let text = pieces.iter().map(|p| p.text.trim()).collect::<Vec<_>>().join(" ");
+            let id = format!("{}..{}", h.id.value(row), h.id.value(members.end - 1));
+            return finish(r, id, h.doc_id.value(row), text, pieces);
+        }
         Unit::Chunk => {
             let c = &kb.chunks;
             let doc = c.doc_id.value(row);
@@ -134,7 +142,9 @@ impl Context {
     /// little beyond its sort.
     pub fn assemble(kb: &Kb, rows: &[Retrieved], budget: usize, counter: &TokenCounter) -> Context {
         let mut order: Vec<&Retrieved> = rows.iter().collect();
-        order.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.unit.cmp(&b.unit)).then(a.row.cmp(&b.row)));
+        order.sort_by(|a, b| {
+            a.tier.cmp(&b.tier).then(b.score.total_cmp(&a.score)).then(a.unit.cmp(&b.unit)).then(a.row.cmp(&b.row))
+        });
         let mut seen_rows = HashSet::new();
         let mut seen_texts = HashSet::new();
         let mut covered = Covered::default();

@@ -153,6 +153,40 @@ pub struct Kb {
     pub hyperedge_entities: Vec<Vec<u32>>,
     /// Hyperedge row → cluster rows.
     pub hyperedge_clusters: Vec<Vec<u32>>,
+    /// Hyperedge row → the chunk row its span lies in (None: no located span).
+    pub hyperedge_chunk: Vec<Option<u32>>,
+    /// Chunk row → whether a located hyperedge lies in it.
+    pub chunk_has_hyperedges: Vec<bool>,
+}
+
+/// The chunk each hyperedge's span starts in (chunks tile their document, so it is the chunk of
+/// the same document whose range holds `ref_start`), and for each chunk whether one does.
+pub(super) fn chunk_links(hyperedges: &Hyperedges, chunks: &Chunks) -> (Vec<Option<u32>>, Vec<bool>) {
+    let hyperedge_chunk = hyperedge_chunks(hyperedges, chunks);
+    let mut chunk_has_hyperedges = vec![false; chunks.doc_id.len()];
+    for &c in hyperedge_chunk.iter().flatten() {
+        chunk_has_hyperedges[c as usize] = true;
+    }
+    (hyperedge_chunk, chunk_has_hyperedges)
+}
+
+fn hyperedge_chunks(hyperedges: &Hyperedges, chunks: &Chunks) -> Vec<Option<u32>> {
+    let mut by_doc: HashMap<&str, Vec<(i64, i64, u32)>> = HashMap::new();
+    for row in 0..chunks.doc_id.len() {
+        let range = (chunks.char_start.value(row), chunks.char_end.value(row), row as u32);
+        by_doc.entry(chunks.doc_id.value(row)).or_default().push(range);
+    }
+    for ranges in by_doc.values_mut() {
+        ranges.sort_unstable();
+    }
+    (0..hyperedges.id.len())
+        .map(|h| {
+            let span = hyperedges.span(h)?;
+            let ranges = by_doc.get(span.doc_id.as_str())?;
+            let i = ranges.partition_point(|r| r.0 <= span.start).checked_sub(1)?;
+            (span.start < ranges[i].1).then_some(ranges[i].2)
+        })
+        .collect()
 }
 
 /// The kb tables the query stage reads.
@@ -343,6 +377,7 @@ impl Kb {
             }
         }
         let by_title = titled_hyperedges(index, &hyperedges)?;
+        let (hyperedge_chunk, chunk_has_hyperedges) = chunk_links(&hyperedges, &chunks);
         Ok(Kb {
             model: model.to_owned(),
             entities,
@@ -356,6 +391,8 @@ impl Kb {
             entity_hyperedges,
             hyperedge_entities,
             hyperedge_clusters,
+            hyperedge_chunk,
+            chunk_has_hyperedges,
         })
     }
 

@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 
+use arrow::array::Array;
 use rayon::prelude::*;
 
 use serde::Serialize;
@@ -25,12 +26,18 @@ pub use crate::core::units::Unit;
 /// One retrieved row.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Retrieved {
-    /// Kind (and so which kb table `row` is in).
+    /// Kind (and so which kb table `row` is in; a passage's rows are hyperedges).
     pub unit: Unit,
-    /// Row in the kb table.
+    /// Row in the kb table (a passage: its first hyperedge).
     pub row: u32,
     /// Ranking score (see the module documentation).
     pub score: f32,
+    /// Rows it covers from `row` on: 1, or a passage's consecutive hyperedges.
+    pub len: u32,
+    /// 0 for what the strategy's breadths retrieve, 1 for the further candidates it takes only
+    /// to fill a cap: the context takes every tier-0 piece (by score) before any tier-1 piece, so
+    /// filling never changes what the breadths alone give, it only adds after it.
+    pub tier: u8,
 }
 
 /// What a question brings to retrieval.
@@ -96,7 +103,9 @@ impl Modules {
             Mode::Hybrid => (true, true, true, true, true),
             Mode::Hypergraph => (true, true, false, true, true),
             Mode::Graph => (true, false, true, false, false),
-            Mode::Chunks | Mode::None | Mode::Hypergraphrag => (false, false, false, false, false),
+            Mode::Chunks | Mode::None | Mode::Hypergraphrag | Mode::ChunksMaxsim | Mode::SentenceWindow => {
+                (false, false, false, false, false)
+            }
         };
         Modules {
             entities: entities && config.entities,
@@ -118,7 +127,18 @@ pub struct Retrieval {
 }
 
 fn hits(unit: Unit, hits: Vec<Hit>) -> impl Iterator<Item = Retrieved> {
-    hits.into_iter().map(move |h| Retrieved { unit, row: h.row as u32, score: h.score })
+    tiered(unit, hits, usize::MAX)
+}
+
+/// The hits of one module, best first: the first `breadth` of tier 0, the rest of tier 1.
+fn tiered(unit: Unit, hits: Vec<Hit>, breadth: usize) -> impl Iterator<Item = Retrieved> {
+    hits.into_iter().enumerate().map(move |(i, h)| Retrieved {
+        unit,
+        row: h.row as u32,
+        score: h.score,
+        len: 1,
+        tier: u8::from(i >= breadth),
+    })
 }
 
 /// The vector scans of one question: the top rows of each table its strategy searches.
@@ -150,8 +170,12 @@ pub fn retrieve_batch(
         .zip(queries)
         .map(|(scanned, query)| match config.mode {
             Mode::None => Retrieval::default(),
-            Mode::Chunks => Retrieval { rows: hits(Unit::Chunk, scanned.chunks).collect(), entity_matches: Vec::new() },
+            Mode::Chunks => {
+                Retrieval { rows: tiered(Unit::Chunk, scanned.chunks, config.chunk_k).collect(), entity_matches: Vec::new() }
+            }
             Mode::Hypergraphrag => hypergraphrag(kb, config, scanned),
+            Mode::ChunksMaxsim => chunks_maxsim(kb, config, scanned),
+            Mode::SentenceWindow => sentence_windows(kb, config, scanned),
             Mode::Hybrid | Mode::Hypergraph | Mode::Graph => flexstruct(kb, config, thresholds, *query, scanned),
         })
         .collect()
@@ -160,6 +184,7 @@ pub fn retrieve_batch(
 fn scan(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, queries: &[QueryInput<'_>]) -> Vec<Scanned> {
     let mut out = vec![Scanned::default(); queries.len()];
     let vectors: Vec<&[f32]> = queries.iter().map(|q| q.vector).collect();
+    let b = config.breadths();
     let fill = |hits: Vec<Vec<Hit>>, slot: fn(&mut Scanned) -> &mut Vec<Hit>, out: &mut Vec<Scanned>| {
         for (scanned, hits) in out.iter_mut().zip(hits) {
             *slot(scanned) = hits;
@@ -168,22 +193,30 @@ fn scan(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, queries: &[QueryI
     match config.mode {
         Mode::None => {}
         Mode::Chunks => {
-            fill(
-                kb.chunks.vectors.top_k_batch(&vectors, thresholds.chunk, config.chunk_k),
-                |s| &mut s.chunks,
-                &mut out,
-            );
+            fill(kb.chunks.vectors.top_k_batch(&vectors, thresholds.chunk, b.chunks), |s| &mut s.chunks, &mut out);
+        }
+        Mode::ChunksMaxsim => {
+            // The best sentences decide: a pool of hyperedges large enough that every chunk
+            // ranked (and then taken) has its best hyperedge in it; chunks without a located
+            // hyperedge compete with their own vector.
+            let pool = b.chunks.saturating_mul(MAXSIM_HYPEREDGES_PER_CHUNK).max(MAXSIM_POOL);
+            fill(kb.hyperedges.vectors.top_k_batch(&vectors, f32::MIN, pool), |s| &mut s.hyperedges, &mut out);
+            fill(kb.chunks.vectors.top_k_batch(&vectors, f32::MIN, b.chunks), |s| &mut s.chunks, &mut out);
+        }
+        Mode::SentenceWindow => {
+            let found = kb.hyperedges.vectors.top_k_batch(&vectors, f32::MIN, b.hyperedges);
+            fill(found, |s| &mut s.hyperedges, &mut out);
         }
         Mode::Hybrid | Mode::Hypergraph | Mode::Graph => {
             let modules = Modules::of(config);
             // Clusters and bridges are found through the retrieved hyperedges, so the scan runs
             // for any of these modules.
             if modules.hyperedges || modules.clusters || modules.bridges {
-                let found = kb.hyperedges.vectors.top_k_batch(&vectors, thresholds.hyperedge, config.n_eh);
+                let found = kb.hyperedges.vectors.top_k_batch(&vectors, thresholds.hyperedge, b.hyperedges);
                 fill(found, |s| &mut s.hyperedges, &mut out);
             }
             if modules.edges {
-                fill(kb.edges.vectors.top_k_batch(&vectors, thresholds.edge, config.n_e), |s| &mut s.edges, &mut out);
+                fill(kb.edges.vectors.top_k_batch(&vectors, thresholds.edge, b.edges), |s| &mut s.edges, &mut out);
             }
         }
         Mode::Hypergraphrag => {
@@ -207,11 +240,7 @@ fn scan(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, queries: &[QueryI
                 |s| &mut s.hyperedges,
                 &mut out,
             );
-            fill(
-                kb.chunks.vectors.top_k_batch(&vectors, thresholds.chunk, config.chunk_k),
-                |s| &mut s.chunks,
-                &mut out,
-            );
+            fill(kb.chunks.vectors.top_k_batch(&vectors, thresholds.chunk, b.chunks), |s| &mut s.chunks, &mut out);
         }
     }
     out
@@ -236,28 +265,35 @@ fn flexstruct(
         let scored = kb.entities.vectors.scores(query.vector, &matched);
         out.rows.extend(hits(Unit::Entity, sorted(scored)));
     }
+    // The hyperedges the breadth N_EH retrieves; those beyond it only fill a cap (tier 1).
+    let first = &scanned.hyperedges[..config.n_eh.min(scanned.hyperedges.len())];
     if modules.clusters {
-        let mut best: HashMap<u32, f32> = HashMap::new();
-        for h in &scanned.hyperedges {
+        // A cluster's score is its best retrieved member, its tier that of its best member.
+        let mut best: HashMap<u32, (u8, f32)> = HashMap::new();
+        for (i, h) in scanned.hyperedges.iter().enumerate() {
+            let tier = u8::from(i >= first.len());
             for &c in &kb.hyperedge_clusters[h.row] {
-                let score = best.entry(c).or_insert(f32::MIN);
-                *score = score.max(h.score);
+                best.entry(c).or_insert((tier, h.score));
             }
         }
-        let clusters = best.into_iter().map(|(row, score)| Hit { row: row as usize, score }).collect();
-        out.rows.extend(hits(Unit::Cluster, sorted(clusters)));
+        let mut clusters: Vec<Retrieved> = best
+            .into_iter()
+            .map(|(row, (tier, score))| Retrieved { unit: Unit::Cluster, row, score, len: 1, tier })
+            .collect();
+        clusters.sort_by(|a, b| a.tier.cmp(&b.tier).then(b.score.total_cmp(&a.score)).then(a.row.cmp(&b.row)));
+        out.rows.extend(clusters);
     }
     if modules.bridges {
-        out.rows.extend(hits(
-            Unit::Hyperedge,
-            bridges(kb, query.vector, &matched, &scanned.hyperedges, thresholds.hyperedge, config.n_b),
-        ));
+        // Bridges start from (and skip) what the breadths retrieve, so that filling a cap adds
+        // bridges after the usual ones instead of replacing them.
+        let found = bridges(kb, query.vector, &matched, first, thresholds.hyperedge, config.breadths().bridges);
+        out.rows.extend(tiered(Unit::Hyperedge, found, config.n_b));
     }
     if modules.hyperedges {
-        out.rows.extend(hits(Unit::Hyperedge, scanned.hyperedges));
+        out.rows.extend(tiered(Unit::Hyperedge, scanned.hyperedges, config.n_eh));
     }
     if modules.edges {
-        out.rows.extend(hits(Unit::Edge, scanned.edges));
+        out.rows.extend(tiered(Unit::Edge, scanned.edges, config.n_e));
     }
     out
 }
@@ -372,7 +408,74 @@ fn hypergraphrag(kb: &Kb, config: &QueryConfig, scanned: Scanned) -> Retrieval {
         |map: HashMap<u32, f32>| sorted(map.into_iter().map(|(row, score)| Hit { row: row as usize, score }).collect());
     let mut rows: Vec<Retrieved> = hits(Unit::Entity, to_hits(all_entities)).collect();
     rows.extend(hits(Unit::Hyperedge, to_hits(hyperedges)));
-    rows.extend(hits(Unit::Chunk, scanned.chunks));
+    rows.extend(tiered(Unit::Chunk, scanned.chunks, config.chunk_k));
+    Retrieval { rows, entity_matches: Vec::new() }
+}
+
+/// Fewest hyperedges scanned for `chunks-maxsim`, and how many per chunk it takes.
+const MAXSIM_POOL: usize = 1024;
+const MAXSIM_HYPEREDGES_PER_CHUNK: usize = 64;
+
+/// Chunks ranked by their best sentence: a chunk's score is the highest cosine of a hyperedge
+/// whose span lies in it (its own cosine when none does); the top `chunk_k` (or, filling a cap,
+/// every candidate) in that order.
+fn chunks_maxsim(kb: &Kb, config: &QueryConfig, scanned: Scanned) -> Retrieval {
+    let mut best: HashMap<u32, f32> = HashMap::new();
+    let mut raise = |chunk: u32, score: f32| {
+        let s = best.entry(chunk).or_insert(f32::MIN);
+        *s = s.max(score);
+    };
+    for h in &scanned.hyperedges {
+        if let Some(chunk) = kb.hyperedge_chunk[h.row] {
+            raise(chunk, h.score);
+        }
+    }
+    for c in scanned.chunks.iter().filter(|c| !kb.chunk_has_hyperedges[c.row]) {
+        raise(c.row as u32, c.score);
+    }
+    let mut ranked = sorted(best.into_iter().map(|(row, score)| Hit { row: row as usize, score }).collect());
+    ranked.truncate(config.breadths().chunks);
+    Retrieval { rows: tiered(Unit::Chunk, ranked, config.chunk_k).collect(), entity_matches: Vec::new() }
+}
+
+/// Sentence windows: each of the top hyperedges widened to its ±`window_k` neighbours in
+/// extraction order within its document (kb hyperedges are in reading order, so neighbours are
+/// neighbouring rows), windows that overlap or touch merged (the best score of what they
+/// merge), as passages best first.
+fn sentence_windows(kb: &Kb, config: &QueryConfig, scanned: Scanned) -> Retrieval {
+    let h = &kb.hyperedges;
+    let k = config.window_k;
+    let same_doc = |a: usize, b: usize| h.doc_id.value(a) == h.doc_id.value(b);
+    let mut windows: Vec<(usize, usize, f32)> = scanned
+        .hyperedges
+        .iter()
+        .map(|hit| {
+            let (mut lo, mut hi) = (hit.row, hit.row);
+            while lo > 0 && hit.row - lo < k && same_doc(lo - 1, hit.row) {
+                lo -= 1;
+            }
+            while hi + 1 < h.id.len() && hi - hit.row < k && same_doc(hi + 1, hit.row) {
+                hi += 1;
+            }
+            (lo, hi, hit.score)
+        })
+        .collect();
+    windows.sort_by_key(|w| (w.0, w.1));
+    let mut merged: Vec<(usize, usize, f32)> = Vec::new();
+    for (lo, hi, score) in windows {
+        match merged.last_mut() {
+            Some(last) if lo <= last.1 + 1 && same_doc(lo, last.0) => {
+                last.1 = last.1.max(hi);
+                last.2 = last.2.max(score);
+            }
+            _ => merged.push((lo, hi, score)),
+        }
+    }
+    merged.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
+    let rows = merged
+        .into_iter()
+        .map(|(lo, hi, score)| Retrieved { unit: Unit::Passage, row: lo as u32, score, len: (hi - lo + 1) as u32, tier: 0 })
+        .collect();
     Retrieval { rows, entity_matches: Vec::new() }
 }
 

@@ -92,6 +92,7 @@ fn tiny_kb() -> Kb {
         .collect();
     let by_alias: HashMap<String, Vec<u32>> =
         [("vba", 0), ("quint", 1)].into_iter().map(|(k, v)| (k.to_owned(), vec![v])).collect();
+    let (hyperedge_chunk, chunk_has_hyperedges) = chunk_links(&hyperedges, &chunks);
     Kb {
         model: "test".into(),
         entities,
@@ -105,6 +106,8 @@ fn tiny_kb() -> Kb {
         entity_hyperedges: vec![vec![0, 1], vec![1, 3], vec![0, 2]],
         hyperedge_entities: vec![vec![0, 2], vec![0, 1], vec![2], vec![1], vec![]],
         hyperedge_clusters: vec![vec![0], vec![0], vec![], vec![1], vec![]],
+        hyperedge_chunk,
+        chunk_has_hyperedges,
     }
 }
 
@@ -126,6 +129,7 @@ fn id_of(kb: &Kb, r: &Retrieved) -> String {
         Unit::Edge => kb.edges.id.value(row).to_owned(),
         Unit::Cluster => kb.clusters.id.value(row).to_owned(),
         Unit::Chunk => format!("k{}", kb.chunks.chunk_idx.value(row)),
+        Unit::Passage => format!("p{}+{}", kb.hyperedges.id.value(row), r.len),
     }
 }
 
@@ -172,6 +176,7 @@ fn with_second_document(mut kb: Kb, hub_nodes: usize) -> Kb {
     kb.hyperedge_entities.extend([vec![3], vec![]]);
     kb.by_title.insert("mara quint".into(), vec![5, 6]);
     kb.hyperedge_clusters.extend([vec![], vec![]]);
+    kb.hyperedge_chunk.extend([None, None]);
     // A hub: the name of the authority given to many other nodes.
     let hub = kb.by_name.get_mut("velda basin authority").unwrap();
     hub.extend((0..hub_nodes as u32).map(|_| 0));
@@ -187,6 +192,70 @@ fn every_mode_retrieves_its_modules() {
     assert_eq!(ids(&kb, &config(Mode::Graph, 2, 1), &q, OPEN), ["e0", "g0"]);
     assert_eq!(ids(&kb, &config(Mode::Chunks, 2, 1), &q, OPEN), ["k0", "k1"]);
     assert!(ids(&kb, &config(Mode::None, 2, 1), &q, OPEN).is_empty());
+}
+
+#[test]
+fn chunks_maxsim_ranks_chunks_by_their_best_sentence() {
+    let mut kb = tiny_kb();
+    // The chunks' own vectors prefer chunk 1; its best sentence (h2, 0.6) is below chunk 0's (h0, 0.95).
+    kb.chunks.vectors = at_cosines(&[0.2, 0.9]);
+    let q = ["Velda Basin Authority"];
+    assert_eq!(ids(&kb, &config(Mode::Chunks, 2, 1), &q, OPEN), ["k1", "k0"]);
+    assert_eq!(ids(&kb, &config(Mode::ChunksMaxsim, 2, 1), &q, OPEN), ["k0", "k1"]);
+    let c = QueryConfig { chunk_k: 1, ..config(Mode::ChunksMaxsim, 2, 1) };
+    assert_eq!(ids(&kb, &c, &q, OPEN), ["k0"]);
+    // A chunk without a located hyperedge competes with its own vector.
+    kb.hyperedge_chunk = vec![Some(0), Some(0), None, None, None];
+    kb.chunk_has_hyperedges = vec![true, false];
+    kb.chunks.vectors = at_cosines(&[0.2, 0.97]);
+    assert_eq!(ids(&kb, &config(Mode::ChunksMaxsim, 2, 1), &q, OPEN), ["k1", "k0"]);
+}
+
+#[test]
+fn sentence_windows_widen_merge_and_stay_in_their_document() {
+    let kb = with_second_document(tiny_kb(), 0);
+    let window = |n_eh: usize, window_k: usize| {
+        let c = QueryConfig { window_k, ..config(Mode::SentenceWindow, n_eh, 1) };
+        ids(&kb, &c, &[], OPEN)
+    };
+    // The best hyperedge (h0) with one neighbour on each side: h0, h1.
+    assert_eq!(window(1, 1), ["ph0+2"]);
+    // h0's and h1's windows overlap: one passage h0–h2.
+    assert_eq!(window(2, 1), ["ph0+3"]);
+    // Touching windows merge too; none crosses into the other document.
+    assert_eq!(window(3, 0), ["ph0+3"]);
+    assert_eq!(window(7, 2), ["ph0+5", "ph5+2"]);
+    // A passage is one piece of evidence, its text the sentences in order, each span cited.
+    let counter = TokenCounter::cl100k();
+    let c = QueryConfig { window_k: 1, ..config(Mode::SentenceWindow, 1, 1) };
+    let input = QueryInput { vector: &QUERY, entities: &[], entity_vectors: &[] };
+    let r = retrieve(&kb, &c, OPEN, input);
+    let context = Context::assemble(&kb, &r.rows, 0, &counter);
+    assert_eq!(context.evidence.len(), 1);
+    let e = &context.evidence[0];
+    assert_eq!(e.text, "The Velda Basin Authority (VBA) runs the Harlow gauge. Mara Quint chairs the VBA.");
+    assert_eq!(e.spans.len(), 2);
+    assert_eq!((e.start, e.end), (Some(0), Some(span_of("Mara Quint chairs the VBA.").1)));
+}
+
+#[test]
+fn filling_a_cap_takes_evidence_past_the_breadths() {
+    let kb = tiny_kb();
+    let q = ["Velda Basin Authority"];
+    let counter = TokenCounter::cl100k();
+    let tokens = |c: &QueryConfig| {
+        let input = QueryInput { vector: &QUERY, entities: &[q[0].to_owned()], entity_vectors: &[] };
+        let r = retrieve(&kb, c, OPEN, input);
+        Context::assemble(&kb, &r.rows, c.max_context_tokens, &counter).evidence.len()
+    };
+    let capped = QueryConfig { max_context_tokens: 10_000, chunk_k: 1, ..config(Mode::Chunks, 1, 1) };
+    assert_eq!(tokens(&capped), 1);
+    assert_eq!(tokens(&QueryConfig { fill: true, ..capped.clone() }), 2);
+    let hybrid = QueryConfig { max_context_tokens: 10_000, ..config(Mode::Hybrid, 1, 1) };
+    assert!(tokens(&QueryConfig { fill: true, ..hybrid.clone() }) > tokens(&hybrid));
+    // Without a cap there is nothing to fill: the breadths hold.
+    let uncapped = QueryConfig { max_context_tokens: 0, fill: true, chunk_k: 1, ..config(Mode::Chunks, 1, 1) };
+    assert_eq!(uncapped.breadths().chunks, 1);
 }
 
 #[test]
@@ -346,11 +415,11 @@ fn context_is_deduplicated_ranked_cited_and_trimmed() {
     let kb = tiny_kb();
     let counter = TokenCounter::cl100k();
     let rows = [
-        Retrieved { unit: Unit::Hyperedge, row: 1, score: 0.8 },
-        Retrieved { unit: Unit::Cluster, row: 0, score: 0.95 },
-        Retrieved { unit: Unit::Hyperedge, row: 0, score: 0.95 },
-        Retrieved { unit: Unit::Hyperedge, row: 1, score: 0.8 },
-        Retrieved { unit: Unit::Edge, row: 0, score: 0.9 },
+        Retrieved { unit: Unit::Hyperedge, row: 1, score: 0.8, len: 1, tier: 0 },
+        Retrieved { unit: Unit::Cluster, row: 0, score: 0.95, len: 1, tier: 0 },
+        Retrieved { unit: Unit::Hyperedge, row: 0, score: 0.95, len: 1, tier: 0 },
+        Retrieved { unit: Unit::Hyperedge, row: 1, score: 0.8, len: 1, tier: 0 },
+        Retrieved { unit: Unit::Edge, row: 0, score: 0.9, len: 1, tier: 0 },
     ];
     let full = Context::assemble(&kb, &rows, 0, &counter);
     let order: Vec<(&str, &str)> = full.evidence.iter().map(|e| (e.unit.name(), e.id.as_str())).collect();
@@ -359,7 +428,7 @@ fn context_is_deduplicated_ranked_cited_and_trimmed() {
     let ids = |rows: &[Retrieved]| {
         Context::assemble(&kb, rows, 0, &counter).evidence.iter().map(|e| e.id.clone()).collect::<Vec<_>>()
     };
-    let at = |unit, row, score| Retrieved { unit, row, score };
+    let at = |unit, row, score| Retrieved { unit, row, score, len: 1, tier: 0 };
     assert_eq!(ids(&[at(Unit::Cluster, 0, 0.9), at(Unit::Hyperedge, 1, 0.8), at(Unit::Edge, 1, 0.7)]), ["c0"]);
     // A cluster after one of its members still adds the others.
     assert_eq!(ids(&[at(Unit::Hyperedge, 1, 0.9), at(Unit::Cluster, 0, 0.8), at(Unit::Edge, 1, 0.7)]), ["h1", "c0"]);
@@ -384,7 +453,7 @@ fn context_is_deduplicated_ranked_cited_and_trimmed() {
     assert!(cut.tokens <= budget, "{} > {budget}", cut.tokens);
     // With room for part of the next piece (at least 48 tokens), it is shortened to fill the
     // budget; with less room it is dropped.
-    let long = Retrieved { unit: Unit::Chunk, row: 1, score: 0.5 };
+    let long = Retrieved { unit: Unit::Chunk, row: 1, score: 0.5, len: 1, tier: 0 };
     let with_chunk = [rows[2], long];
     let first = Context::assemble(&kb, &rows[2..3], 0, &counter).tokens;
     let chunk_tokens = Context::assemble(&kb, &[long], 0, &counter).tokens;
@@ -409,7 +478,7 @@ fn extractive_answers_quote_the_best_supported_sentence() {
     let kb = tiny_kb();
     let counter = TokenCounter::cl100k();
     let rows: Vec<Retrieved> =
-        (0..5).map(|row| Retrieved { unit: Unit::Hyperedge, row, score: 1.0 - row as f32 / 10.0 }).collect();
+        (0..5).map(|row| Retrieved { unit: Unit::Hyperedge, row, score: 1.0 - row as f32 / 10.0, len: 1, tier: 0 }).collect();
     let context = Context::assemble(&kb, &rows, 0, &counter);
     let check = |question: &str, expected: &str| {
         let g = generate::extractive(question, &context);
@@ -422,7 +491,7 @@ fn extractive_answers_quote_the_best_supported_sentence() {
     check("When did Quint sign the compact?", "Quint signed the compact in 2009.");
     check("How fast was the flow at the gauge in August?", "The gauge measured 7.9 cubic metres per second in August.");
     // Chunk evidence is split into sentences with exact offsets.
-    let chunk = Context::assemble(&kb, &[Retrieved { unit: Unit::Chunk, row: 1, score: 0.5 }], 0, &counter);
+    let chunk = Context::assemble(&kb, &[Retrieved { unit: Unit::Chunk, row: 1, score: 0.5, len: 1, tier: 0 }], 0, &counter);
     let g = generate::extractive("When did Quint sign the compact?", &chunk);
     assert_eq!(g.answer, "Quint signed the compact in 2009.");
     let s = &g.citations[0];

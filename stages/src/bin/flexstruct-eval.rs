@@ -59,7 +59,9 @@ struct Common {
     /// Pipeline configuration (TOML); `FLEXSTRUCT_<SECTION>__<KEY>` variables override it.
     #[arg(long, env = "FLEXSTRUCT_CONFIG")]
     config: Option<PathBuf>,
-    /// Cap every variant's context at this many tokens (0: no cap; unset: query.max_context_tokens).
+    /// Cap every variant's context at this many tokens, each filling it (taking evidence until the
+    /// cap is full), so that variants use the same budget (0: no cap; unset: query.max_context_tokens,
+    /// without filling).
     #[arg(long, env = "FLEXSTRUCT_MAX_CONTEXT_TOKENS")]
     max_context_tokens: Option<usize>,
     /// Which half of the questions: all, tune or test (fixed by a stable hash of the question id).
@@ -75,10 +77,14 @@ struct RunArgs {
     #[command(flatten)]
     common: Common,
     /// Comma-separated modes.
-    #[arg(long, default_value = "hybrid,hypergraph,graph,chunks,hypergraphrag,none", value_delimiter = ',')]
+    #[arg(
+        long,
+        default_value = "hybrid,hypergraph,graph,chunks,chunks-maxsim,sentence-window,hypergraphrag,none",
+        value_delimiter = ','
+    )]
     modes: Vec<Mode>,
-    /// Also run every other mode capped at hybrid's mean context tokens, so that strategies
-    /// are compared at an equal budget (labels `<mode> @<tokens>`).
+    /// Also run every mode capped at hybrid's mean context tokens and filling them, so that
+    /// strategies are compared at an equal budget (labels `<mode> @<tokens>`).
     #[arg(long)]
     equal_budget: bool,
 }
@@ -138,6 +144,7 @@ fn setup(c: &Common) -> anyhow::Result<Setup> {
     let mut config = Config::load(c.config.as_deref())?;
     if let Some(max) = c.max_context_tokens {
         config.query.max_context_tokens = max;
+        config.query.fill = max > 0;
     }
     Ok(Setup::new(&c.index, &c.questions, config, c.split, c.limit)?)
 }

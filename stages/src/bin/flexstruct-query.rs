@@ -45,7 +45,7 @@ struct Args {
     /// Evidence shown per answer when printing for a person.
     #[arg(long, default_value_t = 6, value_name = "N")]
     show: usize,
-    /// hybrid, hypergraph, graph, chunks, none or hypergraphrag.
+    /// hybrid, hypergraph, graph, chunks, chunks-maxsim, sentence-window, none or hypergraphrag.
     #[arg(long)]
     mode: Option<Mode>,
     /// Switch off entity retrieval (EnR).
@@ -81,6 +81,10 @@ struct Args {
     /// Most context tokens (0: no limit).
     #[arg(long, env = "FLEXSTRUCT_MAX_CONTEXT_TOKENS")]
     max_context_tokens: Option<usize>,
+    /// Fill the cap: keep taking evidence in rank order until --max-context-tokens is full (the
+    /// breadths become the first of the candidates).
+    #[arg(long)]
+    fill: bool,
     /// No timing summary on stderr.
     #[arg(long, short, env = "FLEXSTRUCT_QUIET")]
     quiet: bool,
@@ -108,6 +112,7 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
     q.tau_eh = args.tau_eh.or(q.tau_eh);
     q.tau_e = args.tau_e.or(q.tau_e);
     q.max_context_tokens = args.max_context_tokens.unwrap_or(q.max_context_tokens);
+    q.fill |= args.fill;
     config.validate()?;
 
     let questions = match (&args.question, &args.questions) {

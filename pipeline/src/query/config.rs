@@ -124,6 +124,10 @@ pub struct QueryConfig {
     pub fill: bool,
     /// Neighbours on each side of a hyperedge in the sentence-window baseline (k).
     pub window_k: usize,
+    /// Say each thing once: verbatim evidence of one document that overlaps or touches merges
+    /// into one passage, and derived text already in the context is left out
+    /// ([`super::context::Context::assemble_with`]).
+    pub merge: bool,
 }
 
 /// Candidates per retrieval module when a strategy fills its cap.
@@ -163,6 +167,7 @@ impl Default for QueryConfig {
             max_context_tokens: 12_000,
             fill: false,
             window_k: 2,
+            merge: false,
         }
     }
 }

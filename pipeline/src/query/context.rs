@@ -141,6 +141,16 @@ impl Context {
     /// only until the budget is full, so a long candidate list (HyperGraphRAG's expansions) costs
     /// little beyond its sort.
     pub fn assemble(kb: &Kb, rows: &[Retrieved], budget: usize, counter: &TokenCounter) -> Context {
+        Context::assemble_with(kb, rows, budget, false, counter)
+    }
+
+    /// [`Context::assemble`], and with `merge` a context that says each thing once: evidence
+    /// whose text is its verbatim spans (clusters, chunks, passages, hyperedges whose statement
+    /// is their span) merges with the evidence of the same document it overlaps or touches into
+    /// one passage in document order, cited once with its spans; derived text (an entity
+    /// summary, an edge, a restated hyperedge) whose text already stands in the context adds
+    /// nothing. The budget counts the lines as finally rendered.
+    pub fn assemble_with(kb: &Kb, rows: &[Retrieved], budget: usize, merge: bool, counter: &TokenCounter) -> Context {
         let mut order: Vec<&Retrieved> = rows.iter().collect();
         order.sort_by(|a, b| {
             a.tier.cmp(&b.tier).then(b.score.total_cmp(&a.score)).then(a.unit.cmp(&b.unit)).then(a.row.cmp(&b.row))
@@ -153,7 +163,7 @@ impl Context {
         let mut full = false;
         let mut trimmed = 0;
         for r in order {
-            if !seen_rows.insert((r.unit, r.row)) {
+            if !seen_rows.insert((r.unit, r.row, r.len)) {
                 continue;
             }
             if full {
@@ -163,6 +173,33 @@ impl Context {
             let mut e = evidence(kb, r);
             if !seen_texts.insert(e.text.trim().to_owned()) || covered.covers(&e.spans) {
                 continue;
+            }
+            if merge {
+                if verbatim(&e) {
+                    let joins: Vec<usize> =
+                        (0..kept.len()).filter(|&i| verbatim(&kept[i]) && adjoins(&kept[i], &e)).collect();
+                    if let Some(&first) = joins.first() {
+                        // Merge into the best-ranked evidence it joins; the others it joins go.
+                        let before = kept.clone();
+                        let mut parts = vec![std::mem::replace(&mut kept[first], e.clone())];
+                        for &i in joins[1..].iter().rev() {
+                            parts.push(kept.remove(i));
+                        }
+                        parts.push(e.clone());
+                        kept[first] = passage(parts);
+                        let total = recount(&mut kept, counter);
+                        if budget == 0 || total <= budget {
+                            used = total;
+                            covered.add(&e.spans);
+                            continue;
+                        }
+                        // The merged passage does not fit: the piece goes on as a piece of its
+                        // own, cut to the room left like any piece that crosses the budget.
+                        kept = before;
+                    }
+                } else if kept.iter().any(|k| k.doc_id == e.doc_id && k.text.contains(e.text.trim())) {
+                    continue;
+                }
             }
             e.tokens = counter.count(&line(kept.len() + 1, &e));
             if budget > 0 && used + e.tokens > budget {
@@ -214,6 +251,75 @@ impl Covered {
                 self.spans.get(&s.doc_id).is_some_and(|given| given.iter().any(|&(a, b)| a <= s.start && s.end <= b))
             })
     }
+}
+
+/// Pieces of one document this close (code points) or closer touch: they read as one passage.
+const TOUCH: i64 = 3;
+
+/// Whether the text of `e` is its verbatim pieces, each exactly its span of its document, so
+/// that it can merge with other such evidence.
+fn verbatim(e: &Evidence) -> bool {
+    let exact = !e.pieces.is_empty()
+        && e.pieces.iter().all(|p| {
+            p.span.as_ref().is_some_and(|s| s.doc_id == e.doc_id && s.end - s.start == p.text.chars().count() as i64)
+        });
+    exact
+        && match e.unit {
+            Unit::Cluster | Unit::Chunk | Unit::Passage => true,
+            Unit::Hyperedge => e.pieces.len() == 1 && e.text.trim() == e.pieces[0].text.trim(),
+            Unit::Entity | Unit::Edge => false,
+        }
+}
+
+/// Whether two pieces of evidence of one document overlap or touch.
+fn adjoins(a: &Evidence, b: &Evidence) -> bool {
+    a.doc_id == b.doc_id
+        && a.spans.iter().any(|x| b.spans.iter().any(|y| x.start <= y.end + TOUCH && y.start <= x.end + TOUCH))
+}
+
+/// One passage of the verbatim evidence `parts` (of one document): their pieces in document
+/// order, overlaps cut, a run of overlapping or touching pieces one piece with one span, runs
+/// joined by line breaks; its score is the best of the parts'.
+fn passage(parts: Vec<Evidence>) -> Evidence {
+    let doc_id = parts[0].doc_id.clone();
+    let score = parts.iter().map(|p| p.score).fold(f32::MIN, f32::max);
+    let mut pieces: Vec<(i64, i64, String)> =
+        parts.into_iter().flat_map(|e| e.pieces).filter_map(|p| p.span.map(|s| (s.start, s.end, p.text))).collect();
+    pieces.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    let mut runs: Vec<(i64, i64, String)> = Vec::new();
+    for (start, end, text) in pieces {
+        match runs.last_mut() {
+            Some(run) if start <= run.1 + TOUCH => {
+                if end > run.1 {
+                    if start >= run.1 {
+                        run.2.push(' ');
+                        run.2.push_str(&text);
+                    } else {
+                        run.2.extend(text.chars().skip((run.1 - start) as usize));
+                    }
+                    run.1 = end;
+                }
+            }
+            _ => runs.push((start, end, text)),
+        }
+    }
+    let text = runs.iter().map(|r| r.2.trim()).collect::<Vec<_>>().join("\n");
+    let span = |r: &(i64, i64, String)| Span { doc_id: doc_id.clone(), start: r.0, end: r.1 };
+    let spans: Vec<Span> = runs.iter().map(span).collect();
+    let pieces = runs.iter().map(|r| Piece { text: r.2.clone(), span: Some(span(r)) }).collect();
+    let (start, end) = (runs.first().map(|r| r.0), runs.last().map(|r| r.1));
+    let id = format!("{doc_id}:{}-{}", start.unwrap_or(0), end.unwrap_or(0));
+    Evidence { unit: Unit::Passage, id, doc_id, start, end, text, score, tokens: 0, spans, pieces }
+}
+
+/// Counts every line again (merging renumbers them) and returns the context's tokens.
+fn recount(kept: &mut [Evidence], counter: &TokenCounter) -> usize {
+    let mut total = 0;
+    for (i, e) in kept.iter_mut().enumerate() {
+        e.tokens = counter.count(&line(i + 1, e));
+        total += e.tokens;
+    }
+    total
 }
 
 /// Least room (tokens) for which the piece of evidence that crosses the budget is cut to fit

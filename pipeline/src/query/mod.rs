@@ -297,7 +297,13 @@ impl Engine {
             .into_par_iter()
             .map(|retrieval| {
                 let started = Instant::now();
-                let context = Context::assemble(&self.kb, &retrieval.rows, config.max_context_tokens, &self.counter);
+                let context = Context::assemble_with(
+                    &self.kb,
+                    &retrieval.rows,
+                    config.max_context_tokens,
+                    config.merge || config.mode == Mode::SentenceWindow,
+                    &self.counter,
+                );
                 (context, retrieval.entity_matches, started.elapsed().as_secs_f64() * 1000.0)
             })
             .collect();

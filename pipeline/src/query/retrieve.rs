@@ -170,9 +170,10 @@ pub fn retrieve_batch(
         .zip(queries)
         .map(|(scanned, query)| match config.mode {
             Mode::None => Retrieval::default(),
-            Mode::Chunks => {
-                Retrieval { rows: tiered(Unit::Chunk, scanned.chunks, config.chunk_k).collect(), entity_matches: Vec::new() }
-            }
+            Mode::Chunks => Retrieval {
+                rows: tiered(Unit::Chunk, scanned.chunks, config.chunk_k).collect(),
+                entity_matches: Vec::new(),
+            },
             Mode::Hypergraphrag => hypergraphrag(kb, config, scanned),
             Mode::ChunksMaxsim => chunks_maxsim(kb, config, scanned),
             Mode::SentenceWindow => sentence_windows(kb, config, scanned),
@@ -440,41 +441,27 @@ fn chunks_maxsim(kb: &Kb, config: &QueryConfig, scanned: Scanned) -> Retrieval {
 
 /// Sentence windows: each of the top hyperedges widened to its ±`window_k` neighbours in
 /// extraction order within its document (kb hyperedges are in reading order, so neighbours are
-/// neighbouring rows), windows that overlap or touch merged (the best score of what they
-/// merge), as passages best first.
+/// neighbouring rows), as passages ranked by their seed. Windows that overlap or touch become one
+/// passage when the context is assembled (this mode always merges, [`super::context`]), so a
+/// window only costs the sentences it adds.
 fn sentence_windows(kb: &Kb, config: &QueryConfig, scanned: Scanned) -> Retrieval {
     let h = &kb.hyperedges;
     let k = config.window_k;
     let same_doc = |a: usize, b: usize| h.doc_id.value(a) == h.doc_id.value(b);
-    let mut windows: Vec<(usize, usize, f32)> = scanned
-        .hyperedges
-        .iter()
-        .map(|hit| {
-            let (mut lo, mut hi) = (hit.row, hit.row);
-            while lo > 0 && hit.row - lo < k && same_doc(lo - 1, hit.row) {
+    let rows = tiered(Unit::Passage, scanned.hyperedges, config.n_eh)
+        .map(|mut r| {
+            let seed = r.row as usize;
+            let (mut lo, mut hi) = (seed, seed);
+            while lo > 0 && seed - lo < k && same_doc(lo - 1, seed) {
                 lo -= 1;
             }
-            while hi + 1 < h.id.len() && hi - hit.row < k && same_doc(hi + 1, hit.row) {
+            while hi + 1 < h.id.len() && hi - seed < k && same_doc(hi + 1, seed) {
                 hi += 1;
             }
-            (lo, hi, hit.score)
+            r.row = lo as u32;
+            r.len = (hi - lo + 1) as u32;
+            r
         })
-        .collect();
-    windows.sort_by_key(|w| (w.0, w.1));
-    let mut merged: Vec<(usize, usize, f32)> = Vec::new();
-    for (lo, hi, score) in windows {
-        match merged.last_mut() {
-            Some(last) if lo <= last.1 + 1 && same_doc(lo, last.0) => {
-                last.1 = last.1.max(hi);
-                last.2 = last.2.max(score);
-            }
-            _ => merged.push((lo, hi, score)),
-        }
-    }
-    merged.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
-    let rows = merged
-        .into_iter()
-        .map(|(lo, hi, score)| Retrieved { unit: Unit::Passage, row: lo as u32, score, len: (hi - lo + 1) as u32, tier: 0 })
         .collect();
     Retrieval { rows, entity_matches: Vec::new() }
 }

@@ -218,24 +218,31 @@ fn sentence_windows_widen_merge_and_stay_in_their_document() {
         let c = QueryConfig { window_k, ..config(Mode::SentenceWindow, n_eh, 1) };
         ids(&kb, &c, &[], OPEN)
     };
-    // The best hyperedge (h0) with one neighbour on each side: h0, h1.
+    // The best hyperedge (h0) with one neighbour on each side: h0, h1; then h1's: h0–h2.
     assert_eq!(window(1, 1), ["ph0+2"]);
-    // h0's and h1's windows overlap: one passage h0–h2.
-    assert_eq!(window(2, 1), ["ph0+3"]);
-    // Touching windows merge too; none crosses into the other document.
-    assert_eq!(window(3, 0), ["ph0+3"]);
-    assert_eq!(window(7, 2), ["ph0+5", "ph5+2"]);
-    // A passage is one piece of evidence, its text the sentences in order, each span cited.
+    assert_eq!(window(2, 1), ["ph0+2", "ph0+3"]);
+    assert_eq!(window(3, 0), ["ph0+1", "ph1+1", "ph2+1"]);
+    // No window crosses into the other document: h4's stops at its last row, h5's starts at h5.
+    let all = window(7, 2);
+    assert!(all.contains(&"ph2+3".to_owned()) && all.contains(&"ph5+2".to_owned()), "{all:?}");
+    // In the context, overlapping or touching windows are one passage, each sentence once.
     let counter = TokenCounter::cl100k();
-    let c = QueryConfig { window_k: 1, ..config(Mode::SentenceWindow, 1, 1) };
+    let c = QueryConfig { window_k: 1, ..config(Mode::SentenceWindow, 2, 1) };
     let input = QueryInput { vector: &QUERY, entities: &[], entity_vectors: &[] };
     let r = retrieve(&kb, &c, OPEN, input);
-    let context = Context::assemble(&kb, &r.rows, 0, &counter);
+    let context = Context::assemble_with(&kb, &r.rows, 0, true, &counter);
     assert_eq!(context.evidence.len(), 1);
     let e = &context.evidence[0];
-    assert_eq!(e.text, "The Velda Basin Authority (VBA) runs the Harlow gauge. Mara Quint chairs the VBA.");
-    assert_eq!(e.spans.len(), 2);
-    assert_eq!((e.start, e.end), (Some(0), Some(span_of("Mara Quint chairs the VBA.").1)));
+    assert_eq!(
+        e.text,
+        "The Velda Basin Authority (VBA) runs the Harlow gauge. Mara Quint chairs the VBA. \
+         The gauge measured 7.9 cubic metres per second in August."
+    );
+    assert_eq!(e.spans.len(), 1);
+    assert_eq!(
+        (e.start, e.end),
+        (Some(0), Some(span_of("The gauge measured 7.9 cubic metres per second in August.").1))
+    );
 }
 
 #[test]
@@ -256,6 +263,40 @@ fn filling_a_cap_takes_evidence_past_the_breadths() {
     // Without a cap there is nothing to fill: the breadths hold.
     let uncapped = QueryConfig { max_context_tokens: 0, fill: true, chunk_k: 1, ..config(Mode::Chunks, 1, 1) };
     assert_eq!(uncapped.breadths().chunks, 1);
+}
+
+#[test]
+fn merged_contexts_say_each_thing_once() {
+    let kb = tiny_kb();
+    let counter = TokenCounter::cl100k();
+    let at = |unit, row, score| Retrieved { unit, row, score, len: 1, tier: 0 };
+    // h0 ranks first; the cluster holding it and h1 comes next; then h2, which touches h1.
+    let rows =
+        [at(Unit::Hyperedge, 0, 0.95), at(Unit::Cluster, 0, 0.95), at(Unit::Hyperedge, 2, 0.6), at(Unit::Edge, 0, 0.5)];
+    let plain = Context::assemble_with(&kb, &rows, 0, false, &counter);
+    let merged = Context::assemble_with(&kb, &rows, 0, true, &counter);
+    // Without merging h0 is given twice (alone and in the cluster).
+    assert_eq!(plain.evidence.iter().filter(|e| e.text.contains("runs the Harlow gauge")).count(), 2);
+    assert_eq!(merged.evidence.len(), 1, "{:?}", merged.evidence);
+    let p = &merged.evidence[0];
+    assert_eq!(p.unit, Unit::Passage);
+    assert_eq!(
+        p.text,
+        "The Velda Basin Authority (VBA) runs the Harlow gauge. Mara Quint chairs the VBA. \
+         The gauge measured 7.9 cubic metres per second in August."
+    );
+    let sentence = |s: &str| span_of(s);
+    assert_eq!(
+        (p.start, p.end),
+        (Some(0), Some(sentence("The gauge measured 7.9 cubic metres per second in August.").1))
+    );
+    assert_eq!(p.spans.len(), 1);
+    // The edge's source sentence is inside the passage: it adds nothing. Tokens count what is rendered.
+    assert!(merged.tokens < plain.tokens);
+    assert_eq!(merged.tokens, counter.count(&merged.render()));
+    // A budget the merged passage does not fit in keeps what came before it.
+    let small = Context::assemble_with(&kb, &rows, merged.tokens - 1, true, &counter);
+    assert!(small.tokens < merged.tokens && !small.evidence.is_empty());
 }
 
 #[test]
@@ -477,8 +518,9 @@ fn context_is_deduplicated_ranked_cited_and_trimmed() {
 fn extractive_answers_quote_the_best_supported_sentence() {
     let kb = tiny_kb();
     let counter = TokenCounter::cl100k();
-    let rows: Vec<Retrieved> =
-        (0..5).map(|row| Retrieved { unit: Unit::Hyperedge, row, score: 1.0 - row as f32 / 10.0, len: 1, tier: 0 }).collect();
+    let rows: Vec<Retrieved> = (0..5)
+        .map(|row| Retrieved { unit: Unit::Hyperedge, row, score: 1.0 - row as f32 / 10.0, len: 1, tier: 0 })
+        .collect();
     let context = Context::assemble(&kb, &rows, 0, &counter);
     let check = |question: &str, expected: &str| {
         let g = generate::extractive(question, &context);
@@ -491,7 +533,8 @@ fn extractive_answers_quote_the_best_supported_sentence() {
     check("When did Quint sign the compact?", "Quint signed the compact in 2009.");
     check("How fast was the flow at the gauge in August?", "The gauge measured 7.9 cubic metres per second in August.");
     // Chunk evidence is split into sentences with exact offsets.
-    let chunk = Context::assemble(&kb, &[Retrieved { unit: Unit::Chunk, row: 1, score: 0.5, len: 1, tier: 0 }], 0, &counter);
+    let chunk =
+        Context::assemble(&kb, &[Retrieved { unit: Unit::Chunk, row: 1, score: 0.5, len: 1, tier: 0 }], 0, &counter);
     let g = generate::extractive("When did Quint sign the compact?", &chunk);
     assert_eq!(g.answer, "Quint signed the compact in 2009.");
     let s = &g.citations[0];

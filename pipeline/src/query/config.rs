@@ -124,6 +124,9 @@ pub struct QueryConfig {
     pub fill: bool,
     /// Neighbours on each side of a hyperedge in the sentence-window baseline (k).
     pub window_k: usize,
+    /// Hyperedge retrieval gives each hyperedge with its ±`widen` neighbours in its document, as
+    /// one passage (0: the hyperedge alone, as in the paper).
+    pub widen: usize,
     /// Say each thing once: verbatim evidence of one document that overlaps or touches merges
     /// into one passage, and derived text already in the context is left out
     /// ([`super::context::Context::assemble_with`]).
@@ -168,6 +171,7 @@ impl Default for QueryConfig {
             fill: false,
             window_k: 2,
             merge: false,
+            widen: 0,
         }
     }
 }

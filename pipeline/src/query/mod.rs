@@ -301,7 +301,7 @@ impl Engine {
                     &self.kb,
                     &retrieval.rows,
                     config.max_context_tokens,
-                    config.merge || config.mode == Mode::SentenceWindow,
+                    config.merge || config.mode == Mode::SentenceWindow || config.widen > 0,
                     &self.counter,
                 );
                 (context, retrieval.entity_matches, started.elapsed().as_secs_f64() * 1000.0)

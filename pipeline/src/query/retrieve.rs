@@ -291,7 +291,11 @@ fn flexstruct(
         out.rows.extend(tiered(Unit::Hyperedge, found, config.n_b));
     }
     if modules.hyperedges {
-        out.rows.extend(tiered(Unit::Hyperedge, scanned.hyperedges, config.n_eh));
+        let retrieved = tiered(Unit::Hyperedge, scanned.hyperedges, config.n_eh);
+        match config.widen {
+            0 => out.rows.extend(retrieved),
+            k => out.rows.extend(retrieved.map(|r| widen(kb, r, k))),
+        }
     }
     if modules.edges {
         out.rows.extend(tiered(Unit::Edge, scanned.edges, config.n_e));
@@ -440,30 +444,29 @@ fn chunks_maxsim(kb: &Kb, config: &QueryConfig, scanned: Scanned) -> Retrieval {
 }
 
 /// Sentence windows: each of the top hyperedges widened to its ±`window_k` neighbours in
-/// extraction order within its document (kb hyperedges are in reading order, so neighbours are
-/// neighbouring rows), as passages ranked by their seed. Windows that overlap or touch become one
-/// passage when the context is assembled (this mode always merges, [`super::context`]), so a
-/// window only costs the sentences it adds.
+/// extraction order within its document, as passages ranked by their seed. Windows that overlap
+/// or touch become one passage when the context is assembled (this mode always merges,
+/// [`super::context`]), so a window only costs the sentences it adds.
 fn sentence_windows(kb: &Kb, config: &QueryConfig, scanned: Scanned) -> Retrieval {
-    let h = &kb.hyperedges;
-    let k = config.window_k;
-    let same_doc = |a: usize, b: usize| h.doc_id.value(a) == h.doc_id.value(b);
-    let rows = tiered(Unit::Passage, scanned.hyperedges, config.n_eh)
-        .map(|mut r| {
-            let seed = r.row as usize;
-            let (mut lo, mut hi) = (seed, seed);
-            while lo > 0 && seed - lo < k && same_doc(lo - 1, seed) {
-                lo -= 1;
-            }
-            while hi + 1 < h.id.len() && hi - seed < k && same_doc(hi + 1, seed) {
-                hi += 1;
-            }
-            r.row = lo as u32;
-            r.len = (hi - lo + 1) as u32;
-            r
-        })
-        .collect();
+    let rows =
+        tiered(Unit::Hyperedge, scanned.hyperedges, config.n_eh).map(|r| widen(kb, r, config.window_k)).collect();
     Retrieval { rows, entity_matches: Vec::new() }
+}
+
+/// A retrieved hyperedge as the passage of it and its ±`k` neighbours in extraction order within
+/// its document (kb hyperedges are in reading order, so neighbours are neighbouring rows).
+fn widen(kb: &Kb, r: Retrieved, k: usize) -> Retrieved {
+    let h = &kb.hyperedges;
+    let seed = r.row as usize;
+    let same_doc = |a: usize| h.doc_id.value(a) == h.doc_id.value(seed);
+    let (mut lo, mut hi) = (seed, seed);
+    while lo > 0 && seed - lo < k && same_doc(lo - 1) {
+        lo -= 1;
+    }
+    while hi + 1 < h.id.len() && hi - seed < k && same_doc(hi + 1) {
+        hi += 1;
+    }
+    Retrieved { unit: Unit::Passage, row: lo as u32, len: (hi - lo + 1) as u32, ..r }
 }
 
 /// Best first, ties by row.

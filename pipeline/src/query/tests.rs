@@ -246,6 +246,14 @@ fn sentence_windows_widen_merge_and_stay_in_their_document() {
 }
 
 #[test]
+fn widened_hyperedges_are_passages_of_their_neighbours() {
+    let kb = tiny_kb();
+    let c = QueryConfig { widen: 1, ..config(Mode::Hypergraph, 2, 1) };
+    // The clusters and entities stay; each retrieved hyperedge comes with one neighbour a side.
+    assert_eq!(ids(&kb, &c, &["Velda Basin Authority"], OPEN), ["e0", "c0", "ph0+2", "ph0+3"]);
+}
+
+#[test]
 fn filling_a_cap_takes_evidence_past_the_breadths() {
     let kb = tiny_kb();
     let q = ["Velda Basin Authority"];

@@ -425,6 +425,7 @@ pub fn answers_schema() -> SchemaRef {
             utf8("mode"),
             utf8("variant"),
             utf8("answer"),
+            Field::new("support", DataType::Utf8, true),
             utf8("generator"),
             i64_("context_tokens"),
             f64_("retrieval_ms"),

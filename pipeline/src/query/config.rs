@@ -131,6 +131,10 @@ pub struct QueryConfig {
     /// into one passage, and derived text already in the context is left out
     /// ([`super::context::Context::assemble_with`]).
     pub merge: bool,
+    /// The extractive answerer answers a factoid question (who, when, where, how many, which of
+    /// two, same or not) with the span that answers it and gives the sentence as its support;
+    /// off, the answer is the best sentence.
+    pub short_answers: bool,
 }
 
 /// Candidates per retrieval module when a strategy fills its cap.
@@ -172,6 +176,7 @@ impl Default for QueryConfig {
             window_k: 2,
             merge: false,
             widen: 0,
+            short_answers: true,
         }
     }
 }

@@ -6,17 +6,15 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::STAGE;
 use super::context::Context;
 use super::kb::Span;
+use super::{STAGE, rules_query_entities, short};
 use crate::core::backend::BackendId;
 use crate::core::text::sentences;
 use crate::core::words::is_question_stop_word;
 use crate::io::CallRecord;
 use crate::llm::prompts::{Prompt, answer_messages};
 use crate::llm::{CallContext, Runner};
-use crate::rules::mentions::MONTHS;
-use crate::rules::{MentionKind, looks_like_person, mentions};
 
 /// One question's answer as a backend gives it.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -35,13 +33,22 @@ pub struct Answered {
 pub trait Answerer: Sync {
     /// Who answers (reported with the answers' evaluation).
     fn identity(&self) -> BackendId;
-    /// The answer to each question from its context, in order; `closed_book` gives the
-    /// questions without their evidence (the no-retrieval peer).
-    fn answer_all(&self, questions: &[&str], contexts: &[&Context], closed_book: bool) -> Vec<Answered>;
+    /// The answer to each question from its context, in order, as `options` say.
+    fn answer_all(&self, questions: &[&str], contexts: &[&Context], options: AnswerOptions) -> Vec<Answered>;
     /// The calls made since the last time (for `llm_calls`).
     fn take_calls(&self) -> Vec<CallRecord> {
         Vec::new()
     }
+}
+
+/// How a batch is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AnswerOptions {
+    /// The questions without their evidence (the no-retrieval peer).
+    pub closed_book: bool,
+    /// Short answers where the question is a factoid (the extractive answerer; an LLM answers
+    /// as its prompt says).
+    pub short: bool,
 }
 
 /// The rules' answers: extractive.
@@ -53,13 +60,13 @@ impl Answerer for ExtractiveAnswerer {
         BackendId::RULES
     }
 
-    fn answer_all(&self, questions: &[&str], contexts: &[&Context], _closed_book: bool) -> Vec<Answered> {
+    fn answer_all(&self, questions: &[&str], contexts: &[&Context], options: AnswerOptions) -> Vec<Answered> {
         questions
             .iter()
             .zip(contexts)
             .map(|(q, context)| {
                 let started = Instant::now();
-                let generated = extractive(q, context);
+                let generated = extractive(q, context, options.short);
                 let generator = if generated.answer.is_empty() { "none" } else { "extractive" };
                 Answered { generated, generator, ms: started.elapsed().as_secs_f64() * 1000.0, error: None }
             })
@@ -85,11 +92,11 @@ impl Answerer for LlmAnswerer {
         self.runner.identity(Prompt::Answer.version())
     }
 
-    fn answer_all(&self, questions: &[&str], contexts: &[&Context], closed_book: bool) -> Vec<Answered> {
+    fn answer_all(&self, questions: &[&str], contexts: &[&Context], options: AnswerOptions) -> Vec<Answered> {
         let client = self.runner.client();
         let asks = questions.iter().zip(contexts).map(|(q, context)| async move {
             let started = Instant::now();
-            let evidence = (!closed_book).then(|| context.render());
+            let evidence = (!options.closed_book).then(|| context.render());
             let call = CallContext { stage: STAGE.into(), doc_id: None, purpose: "answer".into() };
             let answer = client.chat(&call, &answer_messages(q, evidence.as_deref())).await;
             (answer, started.elapsed().as_secs_f64() * 1000.0)
@@ -119,6 +126,9 @@ impl Answerer for LlmAnswerer {
 pub struct Generated {
     /// The answer text (empty when there is nothing to answer from).
     pub answer: String,
+    /// The sentence the answer comes from, when the answer is a short span of it (or an option
+    /// of the question that it decides).
+    pub support: Option<String>,
     /// Evidence numbers (0-based positions in the context) the answer cites.
     pub cited: Vec<usize>,
     /// Source spans of the answer.
@@ -134,68 +144,12 @@ pub fn content_words(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// What a question asks for, when its first words say so.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum AnswerType {
-    /// `when`, `what year`, `what date`.
-    Date,
-    /// `how many`, `how much`, `how long`, …
-    Number,
-    /// `who`, `whom`, `whose`.
-    Person,
-}
-
 /// Weight of a sentence holding the kind of thing the question asks for, in units of one rare
 /// shared word.
 const TYPE_BONUS: f32 = 1.5;
 
-impl AnswerType {
-    fn of(question: &str) -> Option<AnswerType> {
-        let q = question.trim_start().to_lowercase();
-        let starts = |p: &str| q.starts_with(p);
-        if starts("when")
-            || starts("what year")
-            || starts("in what year")
-            || starts("in which year")
-            || starts("what date")
-        {
-            Some(AnswerType::Date)
-        } else if starts("how many")
-            || starts("how much")
-            || starts("how long")
-            || starts("how far")
-            || starts("how old")
-            || starts("how big")
-        {
-            Some(AnswerType::Number)
-        } else if starts("who") || starts("whom") || starts("whose") {
-            Some(AnswerType::Person)
-        } else {
-            None
-        }
-    }
-
-    /// Whether `sentence` holds an answer of this type that the question does not already
-    /// contain.
-    fn found_in(self, sentence: &str, asked: &HashSet<String>) -> bool {
-        let words = sentence.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty());
-        match self {
-            AnswerType::Number => words.filter(|w| w.chars().any(|c| c.is_ascii_digit())).any(|w| !asked.contains(w)),
-            AnswerType::Date => words.map(str::to_lowercase).any(|w| {
-                let year = w.len() == 4
-                    && w.chars().all(|c| c.is_ascii_digit())
-                    && (w.starts_with('1') || w.starts_with("20"));
-                (year || MONTHS.contains(&w.as_str())) && !asked.contains(&w)
-            }),
-            AnswerType::Person => mentions(sentence, 0..sentence.len(), &HashSet::new()).iter().any(|m| {
-                let name = &sentence[m.bytes.clone()];
-                m.kind == MentionKind::Name
-                    && looks_like_person(name)
-                    && content_words(name).iter().any(|w| !asked.contains(w))
-            }),
-        }
-    }
-}
+/// Score given to a sentence that adds nothing to the question, below every sentence that does.
+const ADDS_NOTHING: f32 = -1.0e6;
 
 /// A sentence of the context that could be the answer.
 struct Candidate {
@@ -228,10 +182,14 @@ fn candidates(context: &Context) -> Vec<Candidate> {
     out
 }
 
-/// The extractive answer: the sentence of the evidence whose content words best cover the
-/// question's (each word weighted by its rarity among the candidate sentences), preferring
-/// sentences that add words the question does not contain, then higher-ranked evidence.
-pub fn extractive(question: &str, context: &Context) -> Generated {
+/// The extractive answer. Each sentence of the evidence is scored by how well its content words
+/// cover the question's (each word weighted by its rarity among the candidate sentences), plus
+/// [`TYPE_BONUS`] when it holds the kind of thing the question asks for; sentences that add
+/// nothing to the question come last, and higher-ranked evidence wins ties. With `short`, a
+/// factoid question is answered by the span that answers it ([`short::short_answer`]), with the
+/// sentence it comes from as `support`; otherwise (or when the evidence does not decide) the
+/// answer is the best sentence.
+pub fn extractive(question: &str, context: &Context, short: bool) -> Generated {
     let asked: HashSet<String> = content_words(question).into_iter().collect();
     let candidates = candidates(context);
     if candidates.is_empty() {
@@ -245,29 +203,39 @@ pub fn extractive(question: &str, context: &Context) -> Generated {
     }
     let n = candidates.len() as f32;
     let idf = |w: &str| ((n + 1.0) / (df.get(w).copied().unwrap_or(0) as f32 + 0.5)).ln();
-    let wanted = AnswerType::of(question);
-    let score = |c: &Candidate| {
-        let overlap: f32 = c.words.iter().filter(|w| asked.contains(*w)).map(|w| idf(w)).sum();
-        let adds = c.words.iter().any(|w| !asked.contains(w));
-        let typed = if wanted.is_some_and(|t| t.found_in(&c.text, &asked)) { TYPE_BONUS } else { 0.0 };
-        (adds, overlap + typed)
+    let wanted = short::asked(question);
+    let scores: Vec<f32> = candidates
+        .iter()
+        .map(|c| {
+            let overlap: f32 = c.words.iter().filter(|w| asked.contains(*w)).map(|w| idf(w)).sum();
+            let typed =
+                if wanted.as_ref().is_some_and(|t| short::holds(t, &c.text, &asked)) { TYPE_BONUS } else { 0.0 };
+            let adds = c.words.iter().any(|w| !asked.contains(w));
+            overlap + typed + if adds { 0.0 } else { ADDS_NOTHING }
+        })
+        .collect();
+    // Strictly better only: earlier (higher-ranked) evidence wins ties.
+    let best = (1..candidates.len()).fold(0, |best, i| if scores[i] > scores[best] { i } else { best });
+    let found = short
+        .then(|| {
+            let sentences: Vec<short::Sentence<'_>> = candidates
+                .iter()
+                .zip(&scores)
+                .map(|(c, &score)| short::Sentence { text: &c.text, score, group: c.evidence })
+                .collect();
+            short::short_answer(question, &rules_query_entities(question), &sentences)
+        })
+        .flatten();
+    let (answer, c) = match found {
+        Some(s) => (s.text, &candidates[s.sentence]),
+        None => (candidates[best].text.trim().to_owned(), &candidates[best]),
     };
-    let mut best = 0;
-    let mut best_score = score(&candidates[0]);
-    for (i, c) in candidates.iter().enumerate().skip(1) {
-        let s = score(c);
-        // Strictly better only: earlier (higher-ranked) evidence wins ties.
-        if (s.0 && !best_score.0) || (s.0 == best_score.0 && s.1 > best_score.1) {
-            best = i;
-            best_score = s;
-        }
-    }
-    let c = &candidates[best];
     let citations = match &c.span {
         Some(span) => vec![span.clone()],
         None => context.evidence[c.evidence].spans.clone(),
     };
-    Generated { answer: c.text.trim().to_owned(), cited: vec![c.evidence], citations }
+    let support = (answer != c.text.trim()).then(|| c.text.trim().to_owned());
+    Generated { answer, support, cited: vec![c.evidence], citations }
 }
 
 /// Evidence numbers cited as `[n]`, `[n, m]` or `[n][m]` in an LLM answer, as 0-based positions
@@ -301,7 +269,7 @@ pub fn from_llm(answer: String, context: &Context) -> Generated {
     let mut citations: Vec<Span> = cited.iter().flat_map(|&i| context.evidence[i].spans.iter().cloned()).collect();
     let mut seen = HashSet::new();
     citations.retain(|s| seen.insert(s.clone()));
-    Generated { answer: answer.trim().to_owned(), cited, citations }
+    Generated { answer: answer.trim().to_owned(), support: None, cited, citations }
 }
 
 #[cfg(test)]

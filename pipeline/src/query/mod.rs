@@ -25,6 +25,7 @@ pub mod generate;
 pub mod kb;
 pub mod retrieve;
 pub mod scan;
+pub mod short;
 #[cfg(test)]
 mod tests;
 
@@ -39,7 +40,7 @@ use serde::Serialize;
 pub use self::config::{Mode, QueryConfig, Thresholds};
 use self::context::{Context, Evidence};
 pub use self::entities::{LlmQueryEntities, QueryEntities, RulesQueryEntities, rules_query_entities};
-pub use self::generate::{Answerer, ExtractiveAnswerer, LlmAnswerer};
+pub use self::generate::{AnswerOptions, Answerer, ExtractiveAnswerer, LlmAnswerer};
 use self::kb::{Kb, Span};
 use self::retrieve::{EntityMatch, Modules, QueryInput};
 use crate::core::backend::BackendId;
@@ -76,6 +77,9 @@ pub struct Answer {
     pub variant: String,
     /// The answer (empty when there was nothing to answer from).
     pub answer: String,
+    /// The evidence sentence a short answer comes from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub support: Option<String>,
     /// `llm`, `extractive`, `none` (no evidence and no LLM), or `failed` (the LLM could not
     /// answer; see `error`).
     pub generator: &'static str,
@@ -321,7 +325,11 @@ impl Engine {
         let contexts = self.contexts(prepared, config);
         let questions: Vec<&str> = prepared.questions.iter().map(|q| q.question.as_str()).collect();
         let context_refs: Vec<&Context> = contexts.iter().map(|c| &c.0).collect();
-        let answered = self.answerer.answer_all(&questions, &context_refs, config.mode == Mode::None);
+        let answered = self.answerer.answer_all(
+            &questions,
+            &context_refs,
+            AnswerOptions { closed_book: config.mode == Mode::None, short: config.short_answers },
+        );
         let label = variant(config);
         Ok(prepared
             .questions
@@ -334,6 +342,7 @@ impl Engine {
                 mode: config.mode,
                 variant: label.clone(),
                 answer: a.generated.answer,
+                support: a.generated.support,
                 generator: a.generator,
                 context_tokens: context.tokens,
                 retrieval_ms,

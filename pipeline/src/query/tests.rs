@@ -531,7 +531,7 @@ fn extractive_answers_quote_the_best_supported_sentence() {
         .collect();
     let context = Context::assemble(&kb, &rows, 0, &counter);
     let check = |question: &str, expected: &str| {
-        let g = generate::extractive(question, &context);
+        let g = generate::extractive(question, &context, false);
         assert_eq!(g.answer, expected, "{question}");
         let s = &g.citations[0];
         let quoted: String = DOC.chars().skip(s.start as usize).take((s.end - s.start) as usize).collect();
@@ -543,12 +543,12 @@ fn extractive_answers_quote_the_best_supported_sentence() {
     // Chunk evidence is split into sentences with exact offsets.
     let chunk =
         Context::assemble(&kb, &[Retrieved { unit: Unit::Chunk, row: 1, score: 0.5, len: 1, tier: 0 }], 0, &counter);
-    let g = generate::extractive("When did Quint sign the compact?", &chunk);
+    let g = generate::extractive("When did Quint sign the compact?", &chunk, false);
     assert_eq!(g.answer, "Quint signed the compact in 2009.");
     let s = &g.citations[0];
     assert_eq!(DOC.chars().skip(s.start as usize).take((s.end - s.start) as usize).collect::<String>(), g.answer);
     // Nothing retrieved: no answer.
-    assert!(generate::extractive("Anything?", &Context::default()).answer.is_empty());
+    assert!(generate::extractive("Anything?", &Context::default(), true).answer.is_empty());
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! them; this layer, like [`crate::llm`] for the LLM backends, is what they are built on. It
 //! imports only the bottom layer.
 
+pub mod countries;
 pub mod mentions;
 
 pub use mentions::{Mention, MentionKind, abbreviation_aliases, is_acronym, looks_like_person, mentions};

@@ -65,7 +65,7 @@ fn strategies_side_by_side_and_at_an_equal_budget() {
         ]
     );
     for (name, st) in &s {
-        assert_eq!(st["n"], 8, "{name}");
+        assert_eq!(st["n"], 12, "{name}");
         assert!(st["ge"].is_null(), "GE is not measured without an LLM");
         for key in [
             "em",
@@ -80,7 +80,14 @@ fn strategies_side_by_side_and_at_an_equal_budget() {
         ] {
             assert!(st[key].is_number(), "{name}.{key} = {}", st[key]);
         }
-        assert!(st["by_type"]["factoid"]["n"].as_u64().unwrap() == 6 && st["by_type"]["free-form"]["n"] == 2, "{st}");
+        let types = &st["by_type"];
+        assert!(
+            types["factoid"]["n"] == 8
+                && types["free-form"]["n"] == 2
+                && types["comparison"]["n"] == 1
+                && types["yes-no"]["n"] == 1,
+            "{st}"
+        );
     }
     assert_eq!(s["none"]["answer_recall"], 0.0);
     assert_eq!(s["none"]["context_tokens_mean"], 0.0);
@@ -89,10 +96,10 @@ fn strategies_side_by_side_and_at_an_equal_budget() {
     for r in results(&out).iter().filter(|r| r["variant"].as_str().unwrap().contains('@')) {
         assert!(r["context_tokens"].as_u64().unwrap() <= budget, "{r}");
     }
-    assert_eq!(results(&out).len(), 5 * 8);
+    assert_eq!(results(&out).len(), 5 * 12);
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(
-        report.contains("| hybrid | 8 |") && report.contains("not measured") && report.contains("## Cost"),
+        report.contains("| hybrid | 12 |") && report.contains("not measured") && report.contains("## Cost"),
         "{report}"
     );
     assert!(report.contains("![measures per variant](measures.svg)"));
@@ -106,7 +113,7 @@ fn strategies_side_by_side_and_at_an_equal_budget() {
         .unwrap()
         .map(|b| b.unwrap().num_rows())
         .sum();
-    assert_eq!(rows, 40);
+    assert_eq!(rows, 5 * 12);
 }
 
 #[test]
@@ -201,7 +208,7 @@ fn ge_comes_from_the_llm_judge_and_costs_are_tabled() {
     assert_eq!(cost.code, 0, "{}", cost.stderr);
     let line =
         |stage: &str| cost.stdout.lines().find(|l| l.contains(&format!("| {stage} "))).unwrap_or_default().to_owned();
-    assert!(line("query").contains("generation") && line("query").contains("| 16 "), "{}", cost.stdout);
-    assert!(line("eval").contains("| 8 "), "{}", cost.stdout);
+    assert!(line("query").contains("generation") && line("query").contains("| 24 "), "{}", cost.stdout);
+    assert!(line("eval").contains("| 12 "), "{}", cost.stdout);
     assert!(line("extract").contains("construction"), "{}", cost.stdout);
 }

@@ -69,7 +69,7 @@ fn a_questions_file_gives_cited_answers_as_jsonl_and_parquet() {
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     let answers = answers(&out_path);
-    assert_eq!(answers.len(), 8);
+    assert_eq!(answers.len(), 12);
     for a in &answers {
         for key in [
             "id",
@@ -88,10 +88,21 @@ fn a_questions_file_gives_cited_answers_as_jsonl_and_parquet() {
         assert_eq!(a["generator"], "extractive");
         let context_tokens = a["context_tokens"].as_u64().unwrap();
         assert!(context_tokens > 0 && context_tokens <= 12_000);
-        // The extractive answer is exactly the text its citation points at.
+        // The extractive answer (a sentence, or the sentence a short answer comes from) is exactly
+        // the text its citation points at.
         let c = &a["citations"][0];
         let cited = source(c["doc_id"].as_str().unwrap(), c["start"].as_i64().unwrap(), c["end"].as_i64().unwrap());
-        assert_eq!(cited, a["answer"].as_str().unwrap());
+        let answer = a["answer"].as_str().unwrap();
+        match a.get("support") {
+            Some(support) => {
+                assert_eq!(cited, support.as_str().unwrap());
+                assert!(
+                    answer == "yes" || answer == "no" || cited.to_lowercase().contains(&answer.to_lowercase()),
+                    "{a}"
+                );
+            }
+            None => assert_eq!(cited, answer),
+        }
         // A chunk's span is its text; a hyperedge's span is its verbatim reference text.
         for e in a["evidence"].as_array().unwrap() {
             let text =
@@ -110,7 +121,7 @@ fn a_questions_file_gives_cited_answers_as_jsonl_and_parquet() {
     let file = std::fs::File::open(tmp.path().join("answers.parquet")).unwrap();
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
     let batches: Vec<_> = reader.map(Result::unwrap).collect();
-    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 8);
+    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 12);
     assert_eq!(batches[0].schema().fields(), flexstruct_schemas::answers_schema().fields());
 }
 

@@ -1,0 +1,1140 @@
+//! Short answers offline: what a factoid question asks for (a person, a date, a place, a number,
+//! a nationality, one of two options it names, yes or no), found in the sentences of the
+//! context without a model. The extractive answerer ([`super::generate`]) uses it and falls back
+//! to the best sentence when the question is not a factoid or the evidence does not decide.
+//!
+//! - **Typed questions** (who, when, where, how many, what nationality, why): the candidate spans
+//!   of the best sentences (entity mentions of the asked kind, or the phrase after a cause word),
+//!   scored by their sentence's score, by how close they stand to the question's relation words
+//!   ("born", "died", "directed" for "director"), and by a link from the question's entities:
+//!   a sentence that names an entity named beside a question entity (the director of the film
+//!   the question names) answers a two-hop question.
+//! - **Choices** ("Which film came out first, A or B?", "Who was born later, A or B?"): the
+//!   dates of each option (in sentences that name it, or, when the question asks about a role —
+//!   "the director who was born first" — in sentences that name the person its sentences name),
+//!   compared the way the question says.
+//! - **Yes or no** ("Are A and B from the same country?"): whether the places and nationalities
+//!   the sentences about A and about B give have one in common.
+
+use std::collections::HashSet;
+
+use crate::core::names::normalize;
+use crate::core::words::is_question_stop_word;
+use crate::rules::countries::countries_in;
+use crate::rules::mentions::MONTHS;
+use crate::rules::{MentionKind, looks_like_person, mentions};
+
+/// A sentence of the context, with its score from the extractive answerer (higher is better).
+#[derive(Debug, Clone, Copy)]
+pub struct Sentence<'a> {
+    /// Its text.
+    pub text: &'a str,
+    /// Its score.
+    pub score: f32,
+    /// Which piece of evidence it is in (sentences of one piece follow each other in order).
+    pub group: usize,
+}
+
+/// A short answer and the sentence it comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Short {
+    /// The answer as written in the sentence (or the question, for a choice).
+    pub text: String,
+    /// The sentence (index into the sentences given) that supports it.
+    pub sentence: usize,
+}
+
+/// How the dates of a choice are compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Order {
+    Earliest,
+    Latest,
+    LongestLife,
+    ShortestLife,
+}
+
+/// Which date of an entity a choice compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Event {
+    Birth,
+    Death,
+    Any,
+}
+
+/// What a question asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Asked {
+    Choice {
+        options: Vec<String>,
+        order: Order,
+        event: Event,
+        role: Option<&'static str>,
+    },
+    Same {
+        subjects: Vec<String>,
+    },
+    /// Any other yes-or-no question: whether a sentence states it.
+    Verify,
+    Person,
+    Date,
+    Place,
+    Number,
+    Nationality,
+    Cause,
+}
+
+/// Relation words of questions and the stems that state them in text.
+const RELATION_STEMS: &[(&str, &[&str])] = &[
+    ("director", &["direct"]),
+    ("directed", &["direct"]),
+    ("producer", &["produc"]),
+    ("composer", &["compos", "music"]),
+    ("performer", &["perform", "sung", "sing", "by"]),
+    ("author", &["author", "written", "wrote", "writer"]),
+    ("writer", &["written", "wrote", "writer"]),
+    ("father", &["father", "son", "daughter"]),
+    ("mother", &["mother", "son", "daughter"]),
+    ("husband", &["husband", "married", "wife"]),
+    ("wife", &["wife", "married", "husband"]),
+    ("spouse", &["married", "wife", "husband", "spouse"]),
+    ("born", &["born", "birth"]),
+    ("birth", &["born", "birth"]),
+    ("died", &["died", "death"]),
+    ("die", &["died", "death"]),
+    ("death", &["died", "death"]),
+    ("buried", &["buried", "grave"]),
+    ("work", &["work", "employ"]),
+    ("founded", &["found", "establish"]),
+];
+
+fn lower_words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+}
+
+/// The two options of a choice question, and the words before them.
+fn options(question: &str) -> Option<(String, Vec<String>)> {
+    let q = question.trim().trim_end_matches('?').trim();
+    let (head, tail) = if let Some(i) = q.find(" out of ").or_else(|| q.find(" between ")) {
+        let skip = if q[i..].starts_with(" out of ") { " out of ".len() } else { " between ".len() };
+        (&q[..i], &q[i + skip..])
+    } else {
+        let i = q.find(", ")?;
+        (&q[..i], &q[i + 2..])
+    };
+    let split = tail.rfind(" or ").map(|i| (i, 4)).or_else(|| tail.rfind(" and ").map(|i| (i, 5)))?;
+    let (a, b) = (tail[..split.0].trim(), tail[split.0 + split.1..].trim());
+    (!a.is_empty() && !b.is_empty()).then(|| (head.to_lowercase(), vec![a.to_owned(), b.to_owned()]))
+}
+
+/// What `question` asks for, when it is a factoid.
+pub(super) fn asked(question: &str) -> Option<Asked> {
+    let q = question.trim().to_lowercase();
+    let starts = |p: &str| q.starts_with(p);
+    let has = |w: &str| lower_words(&q).iter().any(|x| x == w);
+    let first = lower_words(&q).into_iter().next().unwrap_or_default();
+    let yes_no = ["is", "are", "was", "were", "do", "does", "did", "has", "have", "had"].contains(&first.as_str());
+    if yes_no && q.contains("same") {
+        let body = question.trim().trim_end_matches('?');
+        let body = body.split_once(' ').map_or(body, |(_, rest)| rest);
+        let body = body.trim_start_matches("both ").trim();
+        let end =
+            [" from the same", " both ", " located in", " in the same", " of the same", " have the same", " share"]
+                .iter()
+                .filter_map(|m| body.find(m))
+                .min()
+                .unwrap_or(body.len());
+        let (a, b) = body[..end].split_once(" and ")?;
+        return Some(Asked::Same { subjects: vec![a.trim().to_owned(), b.trim().to_owned()] });
+    }
+    if !yes_no && let Some((head, options)) = options(question) {
+        let order = if head.contains("lived longer") || head.contains("longer life") {
+            Some(Order::LongestLife)
+        } else if head.contains("shorter life") || head.contains("lived shorter") {
+            Some(Order::ShortestLife)
+        } else if ["first", "earlier", "earliest", "older", "oldest", "before"]
+            .iter()
+            .any(|w| has(w) && head.contains(w))
+        {
+            Some(Order::Earliest)
+        } else if ["later", "latest", "last", "younger", "youngest", "recently", "after", "newer", "recent"]
+            .iter()
+            .any(|w| head.contains(w))
+        {
+            Some(Order::Latest)
+        } else {
+            None
+        };
+        if let Some(order) = order {
+            let event = if ["born", "birth", "older", "younger", "oldest", "youngest"].iter().any(|w| head.contains(w))
+            {
+                Event::Birth
+            } else if ["died", "death", "lived"].iter().any(|w| head.contains(w)) {
+                if matches!(order, Order::LongestLife | Order::ShortestLife) { Event::Any } else { Event::Death }
+            } else {
+                Event::Any
+            };
+            // `Which film has the director who …`: the options' directors are compared (not so
+            // in `Which director …`, `Who …`, whose options are the people themselves).
+            let head_words = lower_words(&head);
+            let role =
+                ROLE_CUES.iter().map(|(r, _)| *r).find(|r| head_words.iter().any(|w| w == r)).filter(|r| {
+                    head_words.get(1).is_none_or(|w| w != r) && head_words.first().is_none_or(|w| w != "who")
+                });
+            return Some(Asked::Choice { options, order, event, role });
+        }
+    }
+    if yes_no {
+        return (!q.contains(" or ")).then_some(Asked::Verify);
+    }
+    if starts("who") || starts("whom") || starts("whose") {
+        Some(Asked::Person)
+    } else if starts("when")
+        || starts("what year")
+        || starts("in what year")
+        || starts("in which year")
+        || starts("which year")
+        || starts("what date")
+        || q.contains("date of birth")
+        || q.contains("date of death")
+    {
+        Some(Asked::Date)
+    } else if starts("where")
+        || q.contains("place of birth")
+        || q.contains("place of death")
+        || q.contains("place of burial")
+    {
+        Some(Asked::Place)
+    } else if ["how many", "how much", "how long", "how far", "how old", "how big", "how tall"]
+        .iter()
+        .any(|p| starts(p))
+    {
+        Some(Asked::Number)
+    } else if q.contains("nationality") || starts("which country") || starts("what country") || q.contains(" country ")
+    {
+        Some(Asked::Nationality)
+    } else if starts("why") || q.contains("cause of death") {
+        Some(Asked::Cause)
+    } else {
+        None
+    }
+}
+
+/// Whether `question` asks one short thing: not two questions in one (`Who was X, and what did
+/// he …?`) and not for a description (`Who was X?`).
+fn single_factoid(question: &str) -> bool {
+    let q = question.trim().to_lowercase();
+    let compound =
+        [", and ", " and what ", " and how ", " and why ", " and which ", " and who "].iter().any(|c| q.contains(c));
+    let describe = ["who was ", "who is ", "who were ", "who are "].iter().any(|p| q.starts_with(p))
+        && hop_phrases(question).is_empty()
+        && lower_words(&q).len() <= 6;
+    !compound && !describe
+}
+
+/// A date as (year, month, day), month and day 0 when not given.
+type Ymd = (i32, u32, u32);
+
+fn parse_date(text: &str) -> Option<Ymd> {
+    let words: Vec<String> = lower_words(text);
+    let year = words.iter().rev().find_map(|w| (w.len() == 4).then(|| w.parse::<i32>().ok()).flatten())?;
+    let month = words.iter().find_map(|w| MONTHS.iter().position(|m| m == w)).map_or(0, |m| m as u32 + 1);
+    let day = words.iter().find_map(|w| w.parse::<u32>().ok().filter(|d| (1..=31).contains(d))).unwrap_or(0);
+    Some((year, month, day))
+}
+
+/// The dates a sentence gives, each with the event it dates: `born D`, `died D`, `(D1 – D2)`
+/// (birth and death), any other date.
+fn dated_events(sentence: &str) -> Vec<(Event, Ymd)> {
+    let found: Vec<(usize, usize)> = mentions(sentence, 0..sentence.len(), &HashSet::new())
+        .into_iter()
+        .filter(|m| m.kind == MentionKind::Date)
+        .map(|m| (m.bytes.start, m.bytes.end))
+        .collect();
+    let mut out = Vec::new();
+    for (k, &(start, end)) in found.iter().enumerate() {
+        let Some(date) = parse_date(&sentence[start..end]) else { continue };
+        let before = sentence[..start].to_lowercase();
+        let near: String = before.chars().rev().take(24).collect::<Vec<_>>().into_iter().rev().collect();
+        let near = near.trim_end();
+        let between_next = found.get(k + 1).map(|&(next, _)| sentence[end..next].trim());
+        let event = if near.contains("born") || near.contains("birth") {
+            Event::Birth
+        } else if near.contains("died") || near.contains("death") || near.ends_with(['–', '-', '—']) {
+            Event::Death
+        } else if between_next.is_some_and(|b| ["–", "-", "—"].contains(&b)) {
+            Event::Birth
+        } else {
+            Event::Any
+        };
+        out.push((event, date));
+    }
+    out
+}
+
+/// The name a question gives an option or entity, without a parenthesised qualifier
+/// (`Mutiny (1952 Film)` → `Mutiny`) or a possessive.
+fn bare(name: &str) -> &str {
+    let name = name.split(" (").next().unwrap_or(name).trim();
+    name.strip_suffix("'s").or_else(|| name.strip_suffix("’s")).unwrap_or(name).trim()
+}
+
+/// A relation a question follows from the entity it names to the one it asks about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Hop {
+    /// The director, performer, … of a work (the role word).
+    Role(&'static str),
+    Father,
+    Mother,
+    Spouse,
+}
+
+/// Role words and how text states the role (`directed by X`).
+const ROLE_CUES: &[(&str, &[&str])] = &[
+    ("director", &["directed by ", "director "]),
+    ("performer", &["performed by ", "sung by ", "recorded by ", " by "]),
+    ("composer", &["composed by ", "music by ", "composer "]),
+    ("producer", &["produced by ", "producer "]),
+    ("author", &["written by ", "author ", " by "]),
+    ("writer", &["written by ", "writer ", " by "]),
+    ("screenwriter", &["written by ", "screenplay by ", "screenwriter "]),
+    ("founder", &["founded by ", "founder "]),
+    ("creator", &["created by ", "creator "]),
+    ("editor", &["edited by ", "editor "]),
+];
+
+/// Cues before a parent (`son of A and B`: A the father, B the mother).
+const PARENT_CUES: &[&str] = &["son of ", "daughter of ", "child of ", "born to ", "children of "];
+const FATHER_CUES: &[&str] = &["father ", "father, ", "father was "];
+const MOTHER_CUES: &[&str] = &["mother ", "mother, ", "mother was "];
+const SPOUSE_CUES: &[&str] = &[
+    "married ",
+    "wife ",
+    "wife, ",
+    "husband ",
+    "husband, ",
+    "wife of ",
+    "husband of ",
+    "spouse ",
+    "widow of ",
+    "consort of ",
+    "marriage to ",
+];
+
+/// The hops a question's words name, with the byte offset of each phrase.
+fn hop_phrases(question: &str) -> Vec<(usize, Vec<Hop>)> {
+    let lower = question.to_lowercase();
+    let words: Vec<(usize, usize)> = word_spans(&lower);
+    let word = |k: usize| words.get(k).map_or("", |&(s, e)| &lower[s..e]);
+    let mut out = Vec::new();
+    let mut k = 0;
+    while k < words.len() {
+        let at = words[k].0;
+        let (hops, len): (Vec<Hop>, usize) = match (word(k), word(k + 1), word(k + 2)) {
+            ("paternal", "grandfather", _) => (vec![Hop::Father, Hop::Father], 2),
+            ("paternal", "grandmother", _) => (vec![Hop::Father, Hop::Mother], 2),
+            ("maternal", "grandfather", _) => (vec![Hop::Mother, Hop::Father], 2),
+            ("maternal", "grandmother", _) => (vec![Hop::Mother, Hop::Mother], 2),
+            ("grandfather", ..) => (vec![Hop::Father, Hop::Father], 1),
+            ("grandmother", ..) => (vec![Hop::Father, Hop::Mother], 1),
+            ("mother", "in", "law") => (vec![Hop::Spouse, Hop::Mother], 3),
+            ("father", "in", "law") => (vec![Hop::Spouse, Hop::Father], 3),
+            ("father", ..) => (vec![Hop::Father], 1),
+            ("mother", ..) => (vec![Hop::Mother], 1),
+            ("husband" | "wife" | "spouse", ..) => (vec![Hop::Spouse], 1),
+            (w, ..) => match ROLE_CUES.iter().find(|(r, _)| *r == w) {
+                Some((r, _)) => (vec![Hop::Role(r)], 1),
+                None => (Vec::new(), 1),
+            },
+        };
+        if !hops.is_empty() {
+            out.push((at, hops));
+        }
+        k += len;
+    }
+    out
+}
+
+/// The entity a question starts from and the hops from it to the one it asks about: hops
+/// named before the entity (`the director of X`) apply innermost first, those after it
+/// (`X's father`) in order.
+fn chain(question: &str, entities: &[String]) -> Option<(String, Vec<Hop>)> {
+    let phrases = hop_phrases(question);
+    if phrases.is_empty() {
+        return None;
+    }
+    let anchor = entities
+        .iter()
+        .map(|e| bare(e))
+        .filter(|e| !e.is_empty() && hop_phrases(e).is_empty())
+        .max_by_key(|e| e.len())?;
+    let at = question.find(anchor)?;
+    let mut hops: Vec<Hop> = phrases.iter().filter(|(p, _)| *p < at).rev().flat_map(|(_, h)| h.clone()).collect();
+    hops.extend(phrases.iter().filter(|(p, _)| *p > at).flat_map(|(_, h)| h.clone()));
+    Some((anchor.to_owned(), hops))
+}
+
+/// The sentences of the context, their identity keys and their ranking, with what they say
+/// about the entities they name.
+struct Facts<'s, 'a> {
+    sentences: &'s [Sentence<'a>],
+    keys: Vec<String>,
+    ranked: Vec<usize>,
+}
+
+impl<'s, 'a> Facts<'s, 'a> {
+    fn new(sentences: &'s [Sentence<'a>]) -> Self {
+        let keys = sentences.iter().map(|s| normalize(s.text)).collect();
+        let mut ranked: Vec<usize> = (0..sentences.len()).collect();
+        ranked.sort_by(|&a, &b| sentences[b].score.total_cmp(&sentences[a].score).then(a.cmp(&b)));
+        Facts { sentences, keys, ranked }
+    }
+
+    fn text(&self, i: usize) -> &'a str {
+        self.sentences[i].text
+    }
+
+    /// Whether sentence `i` names `key` (an identity key).
+    fn names(&self, i: usize, key: &str) -> bool {
+        !key.is_empty() && format!(" {} ", self.keys[i]).contains(&format!(" {key} "))
+    }
+
+    /// Sentences about `name`, best first: those that name it, and the ones that continue them
+    /// in the same evidence with a pronoun (`He was born in …`).
+    fn about(&self, name: &str) -> Vec<usize> {
+        let key = normalize(bare(name));
+        let naming: Vec<bool> = (0..self.sentences.len()).map(|i| self.names(i, &key)).collect();
+        let continues = |i: usize| {
+            let first = self.text(i).split_whitespace().next().unwrap_or_default();
+            ["He", "She", "His", "Her", "Born", "They"].contains(&first)
+                && (0..i).rev().take_while(|&j| self.sentences[j].group == self.sentences[i].group).any(|j| naming[j])
+        };
+        self.ranked.iter().copied().filter(|&i| naming[i] || continues(i)).collect()
+    }
+
+    /// The date of `event` for an entity, from the sentences about it (best first).
+    fn date_of(&self, name: &str, event: Event) -> Option<(Ymd, usize)> {
+        let mut any = None;
+        for i in self.about(name) {
+            for (e, date) in dated_events(self.text(i)) {
+                if e == event || (event == Event::Any && e != Event::Death) {
+                    return Some((date, i));
+                }
+                if any.is_none() && event == Event::Any {
+                    any = Some((date, i));
+                }
+            }
+        }
+        any
+    }
+
+    /// The people the sentences about `name` name (candidates for its director, author, …).
+    fn linked_people(&self, name: &str) -> Vec<String> {
+        let key = normalize(bare(name));
+        let mut out: Vec<String> = Vec::new();
+        for i in self.about(name) {
+            let text = self.text(i);
+            for m in mentions(text, 0..text.len(), &HashSet::new()) {
+                let person = &text[m.bytes];
+                if m.kind == MentionKind::Name
+                    && looks_like_person(person)
+                    && normalize(person) != key
+                    && !out.iter().any(|p| p == person)
+                {
+                    out.push(person.to_owned());
+                }
+            }
+        }
+        out
+    }
+
+    /// The entity `hop` leads to from `name`, and the sentence that says so.
+    fn follow(&self, name: &str, hop: Hop) -> Option<(String, usize)> {
+        let key = normalize(bare(name));
+        let cues: &[&str] = match hop {
+            Hop::Role(role) => ROLE_CUES.iter().find(|(r, _)| *r == role).map_or(&[], |(_, c)| c),
+            Hop::Father => FATHER_CUES,
+            Hop::Mother => MOTHER_CUES,
+            Hop::Spouse => SPOUSE_CUES,
+        };
+        for i in self.about(name) {
+            let text = self.text(i);
+            let lower = text.to_lowercase();
+            let found = mentions(text, 0..text.len(), &HashSet::new());
+            // Names, a mention of several (`A of B and C D`) taken apart at ` and `.
+            let names: Vec<(usize, usize)> = found
+                .iter()
+                .filter(|m| m.kind == MentionKind::Name)
+                .flat_map(|m| {
+                    let (start, end) = (m.bytes.start, joined_end(text, &found, m.bytes.end));
+                    let mut parts = Vec::new();
+                    let mut from = start;
+                    for (at, _) in text[start..end].match_indices(" and ") {
+                        parts.push((from, start + at));
+                        from = start + at + 5;
+                    }
+                    parts.push((from, end));
+                    parts
+                })
+                .filter(|&(s, e)| normalize(&text[s..e]) != key)
+                .collect();
+            // The first name right after `pos` (a title or article between them is allowed).
+            let after = |pos: usize| names.iter().copied().find(|&(s, _)| s >= pos && s - pos <= 12);
+            let mut hit = cues.iter().filter_map(|cue| lower.find(cue).and_then(|p| after(p + cue.len()))).min();
+            if hit.is_none() && matches!(hop, Hop::Father | Hop::Mother) {
+                // `son of A and B`: the father first, the mother second.
+                for cue in PARENT_CUES {
+                    let Some(p) = lower.find(cue) else { continue };
+                    let Some(first) = after(p + cue.len()) else { continue };
+                    hit = match hop {
+                        Hop::Father => Some(first),
+                        _ => lower[first.1..].strip_prefix(" and ").and_then(|_| after(first.1 + 5)),
+                    };
+                    if hit.is_some() {
+                        break;
+                    }
+                }
+            }
+            if let Some((start, end)) = hit {
+                return Some((text[start..end].trim().to_owned(), i));
+            }
+        }
+        None
+    }
+
+    /// Capitalised words of the sentences about `name` that are not part of its name: the
+    /// places and nationalities they state it is from or in.
+    fn origins(&self, name: &str) -> HashSet<String> {
+        let key = normalize(bare(name));
+        let own: HashSet<&str> = key.split(' ').collect();
+        let mut out = HashSet::new();
+        for i in self.about(name) {
+            let text = self.text(i);
+            for m in mentions(text, 0..text.len(), &HashSet::new()) {
+                if m.kind != MentionKind::Name {
+                    continue;
+                }
+                let word = normalize(&text[m.bytes]);
+                if !word.is_empty() && !word.split(' ').all(|w| own.contains(w)) && !looks_like_person(&word) {
+                    out.insert(word.split(' ').next_back().unwrap_or_default().to_owned());
+                }
+            }
+        }
+        out
+    }
+
+    fn choice(&self, options: &[String], order: Order, event: Event, role: Option<&'static str>) -> Option<Short> {
+        let days = |d: Ymd| i64::from(d.0) * 372 + i64::from(d.1) * 31 + i64::from(d.2);
+        // A person's value (a date, or a life span in days) and the sentence that gives it.
+        let dates = |who: &str| -> Option<(i64, usize)> {
+            match order {
+                Order::LongestLife | Order::ShortestLife => {
+                    let (birth, i) = self.date_of(who, Event::Birth)?;
+                    let (death, _) = self.date_of(who, Event::Death)?;
+                    Some((days(death) - days(birth), i))
+                }
+                _ => self.date_of(who, event).map(|(d, i)| (days(d), i)),
+            }
+        };
+        let value = |name: &str| -> Option<(i64, usize)> {
+            let Some(role) = role else { return dates(name) };
+            // The person in the role (`directed by X`), else anyone its sentences name.
+            let stated = self.follow(name, Hop::Role(role)).map(|(p, _)| p);
+            stated.into_iter().chain(self.linked_people(name)).find_map(|p| dates(&p))
+        };
+        let (a, b) = (value(&options[0])?, value(&options[1])?);
+        if a.0 == b.0 {
+            return None;
+        }
+        let first_wins = match order {
+            Order::Earliest | Order::ShortestLife => a.0 < b.0,
+            Order::Latest | Order::LongestLife => a.0 > b.0,
+        };
+        let (pick, support) = if first_wins { (&options[0], a.1) } else { (&options[1], b.1) };
+        Some(Short { text: bare(pick).to_owned(), sentence: support })
+    }
+
+    /// The entity a subject of a comparison stands for: itself, or the one its relations
+    /// lead to (`director of film X` → X's director).
+    fn subject(&self, subject: &str) -> Option<String> {
+        let phrases = hop_phrases(subject);
+        if phrases.is_empty() {
+            return Some(bare(subject).to_owned());
+        }
+        let anchor = subject.rsplit(" of ").next().unwrap_or(subject);
+        let anchor = ["film ", "song ", "album ", "the film ", "the song ", "the album "]
+            .iter()
+            .find_map(|p| anchor.strip_prefix(p))
+            .unwrap_or(anchor);
+        phrases
+            .iter()
+            .rev()
+            .flat_map(|(_, hops)| hops)
+            .try_fold(bare(anchor).to_owned(), |at, &hop| self.follow(&at, hop).map(|(next, _)| next))
+    }
+
+    /// The countries the sentences about `name` name, outside its own name.
+    fn countries(&self, name: &str) -> HashSet<&'static str> {
+        let own: HashSet<&str> = countries_in(name).into_iter().collect();
+        self.about(name).into_iter().flat_map(|i| countries_in(self.text(i))).filter(|c| !own.contains(c)).collect()
+    }
+
+    fn same(&self, subjects: &[String]) -> Option<Short> {
+        let (a, b) = (self.subject(&subjects[0])?, self.subject(&subjects[1])?);
+        let support = *self.about(&a).first()?;
+        self.about(&b).first()?;
+        // Countries where the sentences name them, else the other names they give.
+        let (ca, cb) = (self.countries(&a), self.countries(&b));
+        let shared = if !ca.is_empty() && !cb.is_empty() {
+            ca.intersection(&cb).next().is_some()
+        } else {
+            let (oa, ob) = (self.origins(&a), self.origins(&b));
+            if oa.is_empty() || ob.is_empty() {
+                return None;
+            }
+            oa.intersection(&ob).next().is_some()
+        };
+        Some(Short { text: if shared { "yes" } else { "no" }.to_owned(), sentence: support })
+    }
+
+    /// A yes-or-no question: yes when one of the best sentences holds every content word of the
+    /// question (a word matches by its first five letters: `cancel` · `cancelled`; of a
+    /// question entity, its last word is enough: `the festival` for `the Harbour Lights
+    /// Festival`), no when it does with a negation the question does not have; undecided
+    /// otherwise.
+    fn verify(&self, question: &str, entities: &[String]) -> Option<Short> {
+        let stem = |w: &str| w.chars().take(5).collect::<String>();
+        let mut named: HashSet<String> = HashSet::new();
+        for e in entities {
+            let words = lower_words(e);
+            named.extend(words.iter().take(words.len().saturating_sub(1)).map(|w| stem(w)));
+        }
+        let asked: Vec<String> = lower_words(question)
+            .into_iter()
+            .filter(|w| !is_question_stop_word(w))
+            .map(|w| stem(&w))
+            .filter(|w| !named.contains(w))
+            .collect();
+        let negated =
+            |words: &[String]| words.iter().any(|w| ["not", "never", "no", "nor", "neither"].contains(&w.as_str()));
+        let question_negated = negated(&lower_words(question));
+        if asked.is_empty() {
+            return None;
+        }
+        for &i in self.ranked.iter().take(CANDIDATE_SENTENCES) {
+            let words = lower_words(self.text(i));
+            let stems: HashSet<String> = words.iter().map(|w| stem(w)).collect();
+            if asked.iter().all(|w| stems.contains(w)) {
+                let yes = negated(&words) == question_negated;
+                return Some(Short { text: if yes { "yes" } else { "no" }.to_owned(), sentence: i });
+            }
+        }
+        None
+    }
+
+    /// The best span of the kind `asked` wants among `candidates` (sentence numbers, best
+    /// first), scored by its sentence's score and `bonus` and by its nearness to the question's
+    /// relation words; spans that are all question words or `exclude` (the entity asked about)
+    /// are not answers.
+    fn best_span(
+        &self,
+        asked: &Asked,
+        question: &str,
+        candidates: &[usize],
+        bonus: impl Fn(usize) -> f32,
+        exclude: &str,
+    ) -> Option<Short> {
+        let asked_words: HashSet<String> = lower_words(question).into_iter().collect();
+        let exclude = normalize(exclude);
+        let stems = relation_stems(question);
+        let mut best: Option<(f32, Short)> = None;
+        for &i in candidates.iter().take(CANDIDATE_SENTENCES) {
+            let text = self.text(i);
+            let lower = text.to_lowercase();
+            for (start, end) in typed_spans(asked, text) {
+                let span = &text[start..end];
+                if lower_words(span).iter().all(|w| asked_words.contains(w))
+                    || (!exclude.is_empty() && normalize(span) == exclude)
+                {
+                    continue;
+                }
+                // Nearness to a relation word: the closest stem before the span, in characters.
+                let cue = stems
+                    .iter()
+                    .filter_map(|stem| lower[..start].rfind(stem).map(|p| start - p))
+                    .min()
+                    .map_or(0.0, |d| CUE_WEIGHT / (1.0 + d as f32 / 24.0));
+                let score = self.sentences[i].score + cue + bonus(i);
+                if best.as_ref().is_none_or(|(b, _)| score > *b) {
+                    best = Some((score, Short { text: as_asked(asked, question, span), sentence: i }));
+                }
+            }
+        }
+        best.map(|(_, s)| s)
+    }
+
+    fn typed(&self, asked: &Asked, question: &str, entities: &[String]) -> Option<Short> {
+        // A question that follows relations (`the place of birth of the director of X`): follow
+        // them through the sentences, then answer about the entity reached.
+        if let Some((anchor, hops)) = chain(question, entities) {
+            let mut at = (anchor, None);
+            for &hop in &hops {
+                match self.follow(&at.0, hop) {
+                    Some((next, i)) => at = (next, Some(i)),
+                    None => {
+                        at.1 = None;
+                        break;
+                    }
+                }
+            }
+            if let (reached, Some(said)) = at {
+                if *asked == Asked::Person {
+                    return Some(Short { text: reached, sentence: said });
+                }
+                if let Some(found) = self.best_span(asked, question, &self.about(&reached), |_| 0.0, &reached) {
+                    return Some(found);
+                }
+            }
+        }
+        // Otherwise the spans of the best sentences; a sentence that names a name standing
+        // beside a question entity (the second hop of a compositional question) is preferred.
+        let entity_keys: Vec<String> = entities.iter().map(|e| normalize(bare(e))).filter(|k| !k.is_empty()).collect();
+        let mut linked: HashSet<String> = HashSet::new();
+        for &i in &self.ranked {
+            if entity_keys.iter().any(|k| self.names(i, k)) {
+                let text = self.text(i);
+                for m in mentions(text, 0..text.len(), &HashSet::new()) {
+                    let key = normalize(&text[m.bytes]);
+                    if m.kind == MentionKind::Name && !entity_keys.contains(&key) {
+                        linked.insert(key);
+                    }
+                }
+            }
+        }
+        let link = |i: usize| {
+            let two_hop = !entity_keys.iter().any(|k| self.names(i, k)) && linked.iter().any(|l| self.names(i, l));
+            if two_hop { LINK_WEIGHT } else { 0.0 }
+        };
+        self.best_span(asked, question, &self.ranked, link, "")
+    }
+}
+
+/// A span cut to what the question asks: the year of a date for `what year`, a count without
+/// the noun the question already names (`how many pupils` · `3,870 pupils` → `3,870`).
+fn as_asked(asked: &Asked, question: &str, span: &str) -> String {
+    let q = question.to_lowercase();
+    let span = span.trim();
+    match asked {
+        Asked::Date if ["what year", "which year"].iter().any(|p| q.contains(p)) => word_spans(span)
+            .into_iter()
+            .map(|(s, e)| &span[s..e])
+            .rfind(|w| w.len() == 4 && w.chars().all(|c| c.is_ascii_digit()))
+            .unwrap_or(span)
+            .to_owned(),
+        Asked::Number => {
+            let asked_words: HashSet<String> = lower_words(&q).into_iter().collect();
+            let mut end = span.len();
+            for (s, e) in word_spans(span).into_iter().skip(1).rev() {
+                if e == end && asked_words.contains(&span[s..e].to_lowercase()) {
+                    end = span[..s].trim_end().len();
+                }
+            }
+            span[..end].to_owned()
+        }
+        _ => span.to_owned(),
+    }
+}
+
+/// The end of a name mention, extended over ` of ` and the name after it (`Port of Spain`,
+/// `Miguel I of Portugal`).
+fn joined_end(text: &str, found: &[crate::rules::Mention], end: usize) -> usize {
+    match text[end..].strip_prefix(" of ") {
+        Some(_) => {
+            found.iter().find(|m| m.kind == MentionKind::Name && m.bytes.start == end + 4).map_or(end, |m| m.bytes.end)
+        }
+        None => end,
+    }
+}
+
+/// Spans of `sentence` that could be the answer to a typed question.
+fn typed_spans(asked: &Asked, sentence: &str) -> Vec<(usize, usize)> {
+    let found = mentions(sentence, 0..sentence.len(), &HashSet::new());
+    let spans = found.iter().filter(|m| match asked {
+        Asked::Person => m.kind == MentionKind::Name && looks_like_person(&sentence[m.bytes.clone()]),
+        Asked::Date => m.kind == MentionKind::Date,
+        Asked::Place => {
+            // A name after `in`, `at`, `near` is a place even when it reads like a person's.
+            let before = sentence[..m.bytes.start].trim_end().to_lowercase();
+            let after = |p: &str| before.ends_with(&format!(" {p}")) || before == p;
+            m.kind == MentionKind::Name
+                && (["in", "at", "near"].iter().any(|p| after(p))
+                    || (after("from") && !looks_like_person(&sentence[m.bytes.clone()])))
+        }
+        Asked::Number => m.kind == MentionKind::Quantity,
+        Asked::Nationality => {
+            let word = &sentence[m.bytes.clone()];
+            m.kind == MentionKind::Name
+                && (["an", "ese", "ish", "ic", "i"].iter().any(|s| word.ends_with(s)) && !word.contains(' ')
+                    || sentence[..m.bytes.start].trim_end().to_lowercase().ends_with(" in"))
+        }
+        Asked::Cause | Asked::Choice { .. } | Asked::Same { .. } | Asked::Verify => false,
+    });
+    let mut out: Vec<(usize, usize)> = spans
+        .map(|m| {
+            let end = if *asked == Asked::Place { joined_end(sentence, &found, m.bytes.end) } else { m.bytes.end };
+            (m.bytes.start, end)
+        })
+        .collect();
+    if *asked == Asked::Number {
+        // Bare counts ("3 tiers", "twelve members") beside the measured quantities, outside
+        // dates.
+        let dates: Vec<_> = found.iter().filter(|m| m.kind == MentionKind::Date).map(|m| m.bytes.clone()).collect();
+        for (start, end) in word_spans(sentence) {
+            let word = &sentence[start..end];
+            let count =
+                word.chars().all(|c| c.is_ascii_digit()) || NUMBER_WORDS.contains(&word.to_lowercase().as_str());
+            let taken = out.iter().any(|&(s, e)| (s..e).contains(&start)) || dates.iter().any(|d| d.contains(&start));
+            if count && !taken {
+                out.push((start, end));
+            }
+        }
+    }
+    if *asked == Asked::Cause {
+        let lower = sentence.to_lowercase();
+        for cue in
+            ["died of ", "died from ", "due to ", "because of ", "cause of death was ", "death from ", "succumbed to "]
+        {
+            if let Some(i) = lower.find(cue) {
+                let start = i + cue.len();
+                let end = sentence[start..].find([',', '.', ';', '(']).map_or(sentence.len(), |e| start + e);
+                if end > start {
+                    out.push((start, end));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether `sentence` holds a span of the kind `asked` wants that is not all question words
+/// (`question_words`, lowercased).
+pub(super) fn holds(asked: &Asked, sentence: &str, question_words: &HashSet<String>) -> bool {
+    typed_spans(asked, sentence)
+        .into_iter()
+        .any(|(start, end)| lower_words(&sentence[start..end]).iter().any(|w| !question_words.contains(w)))
+}
+
+/// Byte ranges of the alphanumeric words of `text`.
+fn word_spans(text: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, c) in text.char_indices().chain(std::iter::once((text.len(), ' '))) {
+        match (c.is_alphanumeric(), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                out.push((s, i));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Counts written as words.
+const NUMBER_WORDS: &[&str] = &[
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+    "thirty",
+    "forty",
+    "fifty",
+    "hundred",
+    "thousand",
+    "dozen",
+];
+
+/// The stems that state the question's relation words in text.
+fn relation_stems(question: &str) -> Vec<&'static str> {
+    lower_words(question)
+        .iter()
+        .flat_map(|w| RELATION_STEMS.iter().filter(move |(r, _)| r == w).flat_map(|(_, stems)| stems.iter().copied()))
+        .collect()
+}
+
+/// Weight of a candidate span's nearness to a relation word, in units of a sentence score.
+const CUE_WEIGHT: f32 = 1.0;
+/// Weight of a two-hop link (the sentence names someone named beside a question entity).
+const LINK_WEIGHT: f32 = 1.5;
+/// Sentences, best first, whose spans a typed question considers.
+const CANDIDATE_SENTENCES: usize = 12;
+
+/// The short answer to `question` from `sentences` (with the question's `entities`), if the
+/// question is a factoid and the evidence decides it.
+pub fn short_answer(question: &str, entities: &[String], sentences: &[Sentence<'_>]) -> Option<Short> {
+    if !single_factoid(question) {
+        return None;
+    }
+    let asked = asked(question)?;
+    let facts = Facts::new(sentences);
+    match &asked {
+        Asked::Choice { options, order, event, role } => facts.choice(options, *order, *event, *role),
+        Asked::Same { subjects } => facts.same(subjects),
+        Asked::Verify => facts.verify(question, entities),
+        _ => facts.typed(&asked, question, entities),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sentences<'a>(texts: &[&'a str]) -> Vec<Sentence<'a>> {
+        texts.iter().enumerate().map(|(i, t)| Sentence { text: t, score: 10.0 - i as f32, group: i }).collect()
+    }
+
+    /// Sentences of one passage, in order.
+    fn passage<'a>(texts: &[&'a str]) -> Vec<Sentence<'a>> {
+        sentences(texts).into_iter().map(|s| Sentence { group: 0, ..s }).collect()
+    }
+
+    #[test]
+    fn questions_say_what_they_ask_for() {
+        assert_eq!(asked("Who chairs the Velda Basin Authority?"), Some(Asked::Person));
+        assert_eq!(asked("When did Quint sign the compact?"), Some(Asked::Date));
+        assert_eq!(asked("What is the place of birth of the singer of Copper Lanterns?"), Some(Asked::Place));
+        assert_eq!(asked("How many tiers does the compact define?"), Some(Asked::Number));
+        assert_eq!(asked("How long is the Orrin canal?"), Some(Asked::Number));
+        assert_eq!(asked("Why did the composer of Night Ferry die?"), Some(Asked::Cause));
+        assert_eq!(asked("Describe the drought compact."), None);
+        assert_eq!(asked("Is the compact still in force?"), Some(Asked::Verify));
+        assert!(!single_factoid("Who was Ada Brenn, and what did she build?"));
+        assert!(!single_factoid("Who is Ada Brenn?"));
+        assert!(single_factoid("Who is Ada Brenn's father?"));
+        let Some(Asked::Choice { options, order, event, role }) =
+            asked("Which film came out first, The Glass Orchard or Harbour Lights?")
+        else {
+            panic!("a choice")
+        };
+        assert_eq!(
+            (options, order, event, role),
+            (vec!["The Glass Orchard".to_owned(), "Harbour Lights".to_owned()], Order::Earliest, Event::Any, None)
+        );
+        let Some(Asked::Choice { order, event, role, .. }) =
+            asked("Which film has the director who was born later, Salt Roads or The Quiet Mill?")
+        else {
+            panic!("a choice")
+        };
+        assert_eq!((order, event, role), (Order::Latest, Event::Birth, Some("director")));
+        let Some(Asked::Choice { role, .. }) = asked("Which director was born first, Ilse Varga or Oren Castel?")
+        else {
+            panic!("a choice")
+        };
+        assert_eq!(role, None);
+        let Some(Asked::Choice { options, order, .. }) = asked("Who lived longer, Ada Brenn or Tomas Wexley?") else {
+            panic!("a choice")
+        };
+        assert_eq!((options, order), (vec!["Ada Brenn".to_owned(), "Tomas Wexley".to_owned()], Order::LongestLife));
+        let Some(Asked::Choice { options, .. }) = asked("Who was born first out of Ada Brenn and Tomas Wexley?") else {
+            panic!("a choice")
+        };
+        assert_eq!(options, ["Ada Brenn", "Tomas Wexley"]);
+        assert_eq!(
+            asked("Are Kelso Ford and Varn Hollow both located in the same country?"),
+            Some(Asked::Same { subjects: vec!["Kelso Ford".into(), "Varn Hollow".into()] })
+        );
+    }
+
+    #[test]
+    fn choices_compare_the_dates_of_their_options() {
+        let s = sentences(&[
+            "The Glass Orchard is a 1961 drama produced by Mara Quill.",
+            "Harbour Lights is a 1946 musical film.",
+        ]);
+        let a = short_answer("Which film came out first, The Glass Orchard or Harbour Lights?", &[], &s).unwrap();
+        assert_eq!((a.text.as_str(), a.sentence), ("Harbour Lights", 1));
+        let a = short_answer("Which film came out later, The Glass Orchard or Harbour Lights?", &[], &s).unwrap();
+        assert_eq!((a.text.as_str(), a.sentence), ("The Glass Orchard", 0));
+        let s = sentences(&[
+            "Ada Brenn (born 12 June 1967) is a glassblower from Varn Hollow.",
+            "Tomas Wexley (born 31 December 1942) is a cartographer.",
+        ]);
+        assert_eq!(
+            short_answer("Who was born first out of Ada Brenn and Tomas Wexley?", &[], &s).unwrap().text,
+            "Tomas Wexley"
+        );
+        assert_eq!(short_answer("Who was born later, Ada Brenn or Tomas Wexley?", &[], &s).unwrap().text, "Ada Brenn");
+        // Life spans: birth to death.
+        let s = sentences(&[
+            "Ada Brenn (3 March 1901 – 9 May 1950) was a glassblower.",
+            "Tomas Wexley (4 April 1910 – 1 January 1990) was a cartographer.",
+        ]);
+        assert_eq!(short_answer("Who lived longer, Ada Brenn or Tomas Wexley?", &[], &s).unwrap().text, "Tomas Wexley");
+        // The directors' dates, through the sentences that name the directors.
+        let s = sentences(&[
+            "Salt Roads is a 1969 film directed by Ilse Varga.",
+            "The Quiet Mill is a 1980 film directed by Oren Castel.",
+            "Ilse Varga (15 July 1934 – 16 December 1977) was a film director.",
+            "Oren Castel (born 29 July 1938) is a director.",
+        ]);
+        let a =
+            short_answer("Which film has the director who was born earlier, The Quiet Mill or Salt Roads?", &[], &s)
+                .unwrap();
+        assert_eq!((a.text.as_str(), a.sentence), ("Salt Roads", 2));
+        // Undecided without dates for both: no short answer.
+        let s = sentences(&["Harbour Lights is a 1946 musical film."]);
+        assert!(short_answer("Which film came out first, The Glass Orchard or Harbour Lights?", &[], &s).is_none());
+    }
+
+    #[test]
+    fn same_country_questions_compare_where_each_is() {
+        let s = sentences(&[
+            "Kelso Ford is a village in Dunmere County, Aldovia.",
+            "Varn Hollow is a hamlet in the Teska district of Morrowland.",
+        ]);
+        assert_eq!(
+            short_answer("Are Kelso Ford and Varn Hollow both located in the same country?", &[], &s).unwrap().text,
+            "no"
+        );
+        let s = sentences(&["Salt Roads is a 2001 Aldovian mystery film.", "The Quiet Mill is a 2013 Aldovian drama."]);
+        assert_eq!(
+            short_answer("Are both Salt Roads and The Quiet Mill from the same country?", &[], &s).unwrap().text,
+            "yes"
+        );
+        // Demonyms and country names are one country.
+        let s =
+            sentences(&["Ada Brenn (born 1950 in Lyon, France) is a potter.", "Tomas Wexley is a French sculptor."]);
+        assert_eq!(
+            short_answer("Are Ada Brenn and Tomas Wexley of the same nationality?", &[], &s).unwrap().text,
+            "yes"
+        );
+        // Through a relation: the films' directors.
+        let s = passage(&[
+            "Salt Roads is a 1969 film directed by Ilse Varga.",
+            "The Quiet Mill is a 1980 film directed by Oren Castel.",
+            "Ilse Varga was a Hungarian film director.",
+            "Oren Castel is an Italian director.",
+        ]);
+        let q = "Are director of film Salt Roads and director of film The Quiet Mill from the same country?";
+        assert_eq!(short_answer(q, &[], &s).unwrap().text, "no");
+        // Nothing said about one of them: undecided.
+        let s = sentences(&["Salt Roads is a 2001 Aldovian mystery film."]);
+        assert!(short_answer("Are both Salt Roads and The Quiet Mill from the same country?", &[], &s).is_none());
+    }
+
+    #[test]
+    fn yes_or_no_questions_need_a_sentence_that_states_them() {
+        let s = sentences(&[
+            "The festival was cancelled only twice, in 1987 and in 2020.",
+            "It moved to the quay in 1990.",
+        ]);
+        let a = short_answer("Was the festival cancelled in 2020?", &[], &s).unwrap();
+        assert_eq!((a.text.as_str(), a.sentence), ("yes", 0));
+        let entities = ["Harbour Lights Festival".to_owned()];
+        assert_eq!(
+            short_answer("Was the Harbour Lights Festival cancelled in 2020?", &entities, &s).unwrap().text,
+            "yes"
+        );
+        let s = sentences(&["The festival was not cancelled in 2020."]);
+        assert_eq!(short_answer("Was the festival cancelled in 2020?", &[], &s).unwrap().text, "no");
+        // Not stated either way: undecided.
+        assert!(short_answer("Was the festival cancelled in 1995?", &[], &s).is_none());
+    }
+
+    #[test]
+    fn typed_questions_take_the_span_of_their_kind() {
+        let s = sentences(&[
+            "Copper Lanterns is a song by the singer Juno Pell and Rafe Ordway.",
+            "Juniper Pellow (born December 8, 1982), known as Juno Pell, is a singer.",
+            "Born in Saint Alder, Port Keswin, she was raised in Millbrook.",
+        ]);
+        let entities = ["Copper Lanterns".to_owned()];
+        let a = short_answer("When was the singer of Copper Lanterns born?", &entities, &s).unwrap();
+        assert_eq!((a.text.as_str(), a.sentence), ("December 8, 1982", 1));
+        let a = short_answer("Where was the singer of Copper Lanterns born?", &entities, &s).unwrap();
+        assert_eq!(a.text, "Saint Alder");
+        let s = sentences(&["The talks were chaired by Rafael Ortiz in 2009.", "The compact was signed in Aldermoor."]);
+        assert_eq!(short_answer("Who chaired the talks?", &[], &s).unwrap().text, "Rafael Ortiz");
+        assert_eq!(short_answer("In what year were the talks chaired?", &[], &s).unwrap().text, "2009");
+        assert_eq!(short_answer("Where was the compact signed?", &[], &s).unwrap().text, "Aldermoor");
+        let s = sentences(&[
+            "The trawler was lost on 27 October 1952 off Skerry Head.",
+            "3,870 pupils visited it in 2023.",
+        ]);
+        assert_eq!(short_answer("In what year was the trawler lost?", &[], &s).unwrap().text, "1952");
+        assert_eq!(short_answer("When was the trawler lost?", &[], &s).unwrap().text, "27 October 1952");
+        assert_eq!(short_answer("How many pupils visited it?", &[], &s).unwrap().text, "3,870");
+        let s = sentences(&["The compact defines 3 tiers of water rights."]);
+        assert_eq!(short_answer("How many tiers does the compact define?", &[], &s).unwrap().text, "3");
+        let s = sentences(&["He died of a heart attack in 1990."]);
+        assert_eq!(short_answer("Why did he die?", &[], &s).unwrap().text, "a heart attack in 1990");
+        // A span the question already holds is not an answer.
+        let s = sentences(&["Rafael Ortiz chaired the talks."]);
+        assert!(short_answer("Who did Rafael Ortiz meet?", &[], &s).is_none());
+    }
+
+    #[test]
+    fn chained_questions_follow_their_relations() {
+        assert_eq!(
+            chain("Who is the paternal grandmother of Edda Lorne?", &["Edda Lorne".to_owned()]),
+            Some(("Edda Lorne".to_owned(), vec![Hop::Father, Hop::Mother]))
+        );
+        assert_eq!(
+            chain(
+                "What is the place of birth of the director of film Salt Roads (Film)?",
+                &["Salt Roads (Film)".to_owned()]
+            ),
+            Some(("Salt Roads".to_owned(), vec![Hop::Role("director")]))
+        );
+        assert_eq!(
+            chain("Where was Edda Lorne's mother-in-law born?", &["Edda Lorne's".to_owned()]),
+            Some(("Edda Lorne".to_owned(), vec![Hop::Spouse, Hop::Mother]))
+        );
+        let s = passage(&[
+            "Salt Roads is a 1969 film directed by Ilse Varga and starring Tomas Wexley.",
+            "Tomas Wexley was born in Kelso Ford.",
+            "Ilse Varga (15 July 1934 – 16 December 1977) was a film director.",
+            "She was born in Port of Aldra and died in Varn Hollow.",
+        ]);
+        let entities = ["Salt Roads".to_owned()];
+        let a = short_answer("What is the place of birth of the director of film Salt Roads?", &entities, &s).unwrap();
+        assert_eq!((a.text.as_str(), a.sentence), ("Port of Aldra", 3));
+        let a = short_answer("Where did the director of film Salt Roads die?", &entities, &s).unwrap();
+        assert_eq!(a.text, "Varn Hollow");
+        let a = short_answer("Who is the director of Salt Roads?", &entities, &s).unwrap();
+        assert_eq!((a.text.as_str(), a.sentence), ("Ilse Varga", 0));
+        let s = sentences(&[
+            "Edda Lorne was the daughter of Count Aric of Dunmere and Mira Solace.",
+            "Count Aric of Dunmere was the son of Oswin Tallow and Berta Wend.",
+            "Edda Lorne married Piet Sorrel in 1402.",
+            "Piet Sorrel was the son of Jan Sorrel and Grete Hollin.",
+        ]);
+        let entities = ["Edda Lorne".to_owned()];
+        assert_eq!(short_answer("Who is Edda Lorne's mother?", &entities, &s).unwrap().text, "Mira Solace");
+        assert_eq!(
+            short_answer("Who is the paternal grandfather of Edda Lorne?", &entities, &s).unwrap().text,
+            "Oswin Tallow"
+        );
+        assert_eq!(
+            short_answer("Who is the paternal grandmother of Edda Lorne?", &entities, &s).unwrap().text,
+            "Berta Wend"
+        );
+        assert_eq!(short_answer("Who is Edda Lorne's mother-in-law?", &entities, &s).unwrap().text, "Grete Hollin");
+    }
+}

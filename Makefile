@@ -88,7 +88,7 @@ demo: build model ## Run every stage on the bundled sample corpus and print a SQ
 	@echo "== answers to the sample questions (data/sample/questions.jsonl; offline: extractive, * = cited) =="
 	@$(BIN)/flexstruct-query --index data/indexes/sample --questions data/sample/questions.jsonl --show 3
 	@echo ""
-	@echo "Ask your own: make query Q=\"Who chaired the talks on the Kestrel Valley Water Compact?\""
+	@echo "Ask your own: make query Q=\"How many pupils visited the Larkspur Observatory in 2023?\""
 	@echo "Inspect further with: make sql Q=\"SELECT * FROM kb.hyperedges LIMIT 5\""
 
 lint: ## Check formatting (rustfmt) and lints (clippy, warnings are errors) of every target

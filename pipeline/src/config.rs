@@ -32,7 +32,7 @@ use crate::core::{Error, Result};
 pub use crate::io::index::{DEFAULT_BUCKETS, IndexConfig};
 pub use crate::llm::LlmConfig;
 pub use crate::models::EmbedConfig;
-pub use crate::query::{Mode, QueryConfig, Thresholds};
+pub use crate::query::{Assembly, FusionWeights, Mode, QueryConfig, Thresholds, WindowIn};
 pub use crate::stages::chunk::ChunkConfig;
 pub use crate::stages::cluster::ClusterConfig;
 pub use crate::stages::extract::ExtractConfig;

@@ -4,35 +4,63 @@
 //! affect.
 
 use super::Variant;
-use crate::config::{Config, QueryConfig};
+use crate::config::{Assembly, Config, FusionWeights, QueryConfig, WindowIn};
 use crate::core::{Error, Result};
 use crate::stages::Stage;
 
-/// The module toggles of the paper's ablation table, on top of `base` (whose mode should be
-/// hybrid): the full system, then each removal and the combined removals.
+/// The label of the paper's full system (the paper's assembly, no bridges), after which the
+/// ablation puts its w/o SW row.
+pub const PAPER_ROW: &str = "FlexStructRAG (paper)";
+
+/// The ablation table on top of `base` (whose mode should be hybrid): our default (the fused
+/// assembly) and what each of its pieces contributes, then the paper's system (its assembly,
+/// no bridge retrieval) and the module removals of the paper's Table 2.
 pub fn ablation_variants(base: &QueryConfig) -> Vec<Variant> {
-    // (label, entities, hyperedges, edges, clusters, bridges): our default first, then the
-    // paper's rows, which know no bridge retrieval.
-    let rows: [(&str, bool, bool, bool, bool, bool); 12] = [
-        ("FlexStructRAG + BR (default)", true, true, true, true, true),
-        ("FlexStructRAG (paper)", true, true, true, true, false),
-        ("w/o SSC", true, true, true, false, false),
-        ("w/o HR", true, false, true, true, false),
-        ("w/o EnR", false, true, true, true, false),
-        ("w/o ER", true, true, false, true, false),
-        ("w/o ER+SSC", true, true, false, false, false),
-        ("w/o ER+HR", true, false, false, true, false),
-        ("w/o ER+EnR", false, true, false, true, false),
-        ("w/o HR+SSC", true, false, true, false, false),
-        ("w/o HR+SSC+ER", true, false, false, false, false),
-        ("w/o HR+SSC+EnR", false, false, true, false, false),
+    let fused = QueryConfig { assembly: Assembly::Fused, ..base.clone() };
+    let row = |label: &str, config: QueryConfig| Variant { label: label.to_owned(), config };
+    let mut rows = vec![
+        row("FlexStructRAG, fused (default)", fused.clone()),
+        row("fused w/o LR (BM25)", QueryConfig { lexical: false, ..fused.clone() }),
+        row("fused w/o BR", QueryConfig { bridges: false, ..fused.clone() }),
+        row("fused w/o EnR", QueryConfig { entities: false, ..fused.clone() }),
+        row("fused w/o HR", QueryConfig { hyperedges: false, ..fused.clone() }),
+        row("fused, no relation boost", QueryConfig { hop_boost: 1.0, ..fused.clone() }),
+        row("fused, hyperedges without windows", QueryConfig { window_k: 0, ..fused.clone() }),
+        row("fused, windows in SSC clusters", QueryConfig { window_in: WindowIn::Cluster, ..fused.clone() }),
+        row(
+            "fused + ER (edge weight 1)",
+            QueryConfig { weights: FusionWeights { edges: 1.0, ..fused.weights }, ..fused.clone() },
+        ),
+        row("FlexStructRAG + BR, paper assembly", QueryConfig { assembly: Assembly::Paper, ..base.clone() }),
     ];
-    rows.iter()
-        .map(|&(label, entities, hyperedges, edges, clusters, bridges)| Variant {
-            label: label.to_owned(),
-            config: QueryConfig { entities, hyperedges, edges, clusters, bridges, ..base.clone() },
-        })
-        .collect()
+    // The paper's rows (its assembly, no bridge retrieval): (label, entities, hyperedges, edges,
+    // clusters).
+    let paper: [(&str, bool, bool, bool, bool); 11] = [
+        (PAPER_ROW, true, true, true, true),
+        ("w/o SSC", true, true, true, false),
+        ("w/o HR", true, false, true, true),
+        ("w/o EnR", false, true, true, true),
+        ("w/o ER", true, true, false, true),
+        ("w/o ER+SSC", true, true, false, false),
+        ("w/o ER+HR", true, false, false, true),
+        ("w/o ER+EnR", false, true, false, true),
+        ("w/o HR+SSC", true, false, true, false),
+        ("w/o HR+SSC+ER", true, false, false, false),
+        ("w/o HR+SSC+EnR", false, false, true, false),
+    ];
+    rows.extend(paper.iter().map(|&(label, entities, hyperedges, edges, clusters)| {
+        let config = QueryConfig {
+            assembly: Assembly::Paper,
+            entities,
+            hyperedges,
+            edges,
+            clusters,
+            bridges: false,
+            ..base.clone()
+        };
+        row(label, config)
+    }));
+    rows
 }
 
 /// A parameter a sweep can vary.
@@ -117,10 +145,11 @@ impl Parameter {
 
     /// The variants evaluated at each point: the full system, and the single module the
     /// parameter acts on (hyperedges only for N_EH, edges only for N_E and τ_e, entities only
-    /// for τ_s), as in the paper's figure; N_B acts on the full system only (N_B = 0 is the
-    /// paper's).
+    /// for τ_s, each in the paper's assembly), as in the paper's figure; N_B acts on the full
+    /// system only (N_B = 0 is the paper's).
     pub fn variants(self, base: &QueryConfig) -> Vec<Variant> {
         let only = |entities, hyperedges, edges| QueryConfig {
+            assembly: Assembly::Paper,
             entities,
             hyperedges,
             edges,
@@ -145,21 +174,23 @@ mod tests {
     use crate::config::Mode;
 
     #[test]
-    fn ablation_rows_are_the_papers() {
+    fn ablation_rows_are_ours_then_the_papers() {
         let rows = ablation_variants(&QueryConfig::default());
-        assert_eq!(rows.len(), 12);
+        assert_eq!(rows.len(), 21);
         let labels: Vec<String> = rows.iter().map(|v| crate::query::variant(&v.config)).collect();
         assert_eq!(labels[0], "hybrid");
-        // The paper's rows know no bridge retrieval.
-        assert_eq!(labels[1], "hybrid w/o BR");
-        assert_eq!(labels[2], "hybrid w/o SSC+BR");
-        assert_eq!(labels[10], "hybrid w/o HR+SSC+ER+BR");
-        assert_eq!(labels[11], "hybrid w/o HR+SSC+EnR+BR");
-        // Every row is a different set of modules.
-        let mut distinct = labels.clone();
-        distinct.sort();
-        distinct.dedup();
-        assert_eq!(distinct.len(), 12);
+        assert_eq!(labels[1], "hybrid w/o LR");
+        assert_eq!(labels[9], "hybrid-paper");
+        // The paper's rows know no bridge retrieval and use its assembly.
+        assert_eq!(rows[10].label, PAPER_ROW);
+        assert_eq!(labels[10], "hybrid-paper w/o BR");
+        assert_eq!(labels[11], "hybrid-paper w/o SSC+BR");
+        assert_eq!(labels[19], "hybrid-paper w/o HR+SSC+ER+BR");
+        assert_eq!(labels[20], "hybrid-paper w/o HR+SSC+EnR+BR");
+        // Every row is a different configuration, under a label of its own.
+        for (i, a) in rows.iter().enumerate() {
+            assert!(rows[i + 1..].iter().all(|b| b.config != a.config && b.label != a.label), "{}", a.label);
+        }
         assert!(rows.iter().all(|v| v.config.mode == Mode::Hybrid));
     }
 
@@ -175,7 +206,7 @@ mod tests {
             &[Stage::Graph, Stage::Embed, Stage::Cluster, Stage::Merge]
         );
         let v = Parameter::TauS.variants(&QueryConfig::default());
-        assert_eq!(crate::query::variant(&v[1].config), "hybrid w/o HR+SSC+ER+BR");
+        assert_eq!(crate::query::variant(&v[1].config), "hybrid-paper w/o HR+SSC+ER+BR");
         assert_eq!(Parameter::NB.apply(&c, 0).query.n_b, 0);
         assert_eq!(crate::query::variant(&Parameter::NB.apply(&c, 0).query), "hybrid w/o BR");
         assert_eq!(Parameter::NB.variants(&QueryConfig::default()).len(), 1);

@@ -251,12 +251,19 @@ pub fn ablate(setup: &Setup, out: &Path, observer: &dyn Observer) -> Result<Path
     no_sw.extract.window = false;
     let sibling = compose::build_sibling(&setup.index, "no-sw", &no_sw, crate::stages::Stage::Extract)?;
     observer.sibling(&sibling);
-    let paper = Variant { label: "w/o SW".into(), config: QueryConfig { bridges: false, ..base } };
-    rows.extend(Bench::open(&sibling.index, &no_sw)?.evaluate(&setup.qa, std::slice::from_ref(&paper), observer)?);
-    labels.insert(2, paper.label);
+    // The paper's system on the sibling: after the paper's row.
+    let paper = variants.iter().find(|v| v.label == runs::PAPER_ROW).map_or(base, |v| v.config.clone());
+    let no_sw_row = Variant { label: "w/o SW".into(), config: paper };
+    rows.extend(Bench::open(&sibling.index, &no_sw)?.evaluate(
+        &setup.qa,
+        std::slice::from_ref(&no_sw_row),
+        observer,
+    )?);
+    let at = labels.iter().position(|l| l == runs::PAPER_ROW).map_or(labels.len(), |i| i + 1);
+    labels.insert(at, no_sw_row.label);
     finish(
         out,
-        &bench.header(setup, "Ablation (paper Table 2)"),
+        &bench.header(setup, "Ablation: the fused assembly's pieces, then the paper's Table 2"),
         &rows,
         &labels,
         &cost_section(&setup.index)?,

@@ -78,6 +78,79 @@ impl std::fmt::Display for Mode {
     }
 }
 
+/// How a FlexStructRAG mode (hybrid, hypergraph, graph) turns what its modules retrieve into a
+/// context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Assembly {
+    /// The paper's: each module's units in the context as they are (entity summaries, whole
+    /// clusters, hyperedges, edges), each module cut at its own breadth, ranked by cosine.
+    Paper,
+    /// Ours: every module (and the lexical signal) ranks hyperedges, the rankings are fused
+    /// (weighted reciprocal rank), and each hyperedge in fused order comes with its
+    /// neighbours (`query.window_k` a side), as one passage per stretch of a document.
+    #[default]
+    Fused,
+}
+
+/// Where the fused assembly takes a retrieved hyperedge's neighbours from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum WindowIn {
+    /// Its neighbours in reading order in its document.
+    #[default]
+    Document,
+    /// Its fellow members of its SSC cluster, in reading order (with cluster retrieval on; a
+    /// hyperedge in no cluster, and every hyperedge without SSC, takes document neighbours).
+    Cluster,
+}
+
+/// The weight of each module's ranking in the fused assembly: a hyperedge at rank r (from 1) of
+/// a module's ranking adds weight / (`rrf_k` + r) to its fused score. 0 leaves a module's
+/// ranking out (its toggle still switches it off).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FusionWeights {
+    /// Entity retrieval: the hyperedges of the matched entities and of the documents titled
+    /// with their names, by cosine.
+    pub entities: f32,
+    /// Hyperedge retrieval: hyperedges by cosine.
+    pub hyperedges: f32,
+    /// Lexical retrieval: hyperedges by BM25.
+    pub lexical: f32,
+    /// Bridge retrieval.
+    pub bridges: f32,
+    /// Edge retrieval: the hyperedges behind the edges, by the edges' cosine (0: measured to
+    /// cost recall on every dev set, BENCHMARKS.md).
+    pub edges: f32,
+}
+
+impl Default for FusionWeights {
+    fn default() -> Self {
+        FusionWeights { entities: 1.0, hyperedges: 1.0, lexical: 1.0, bridges: 1.0, edges: 0.0 }
+    }
+}
+
+impl Assembly {
+    /// The name used in config and flags.
+    pub fn name(self) -> &'static str {
+        match self {
+            Assembly::Paper => "paper",
+            Assembly::Fused => "fused",
+        }
+    }
+}
+
+impl std::str::FromStr for Assembly {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Assembly> {
+        [Assembly::Paper, Assembly::Fused]
+            .into_iter()
+            .find(|a| a.name() == s.trim())
+            .ok_or_else(|| Error::config("query.assembly", format!("unknown assembly `{s}` (paper or fused)")))
+    }
+}
+
 /// The `[query]` section. Thresholds left unset take the calibrated value of the embedding
 /// model (see [`QueryConfig::thresholds`]). Who finds the question's entities and who answers
 /// are `backends.query_entities` and `backends.answers`.
@@ -86,6 +159,8 @@ impl std::fmt::Display for Mode {
 pub struct QueryConfig {
     /// Retrieval strategy.
     pub mode: Mode,
+    /// How hybrid and hypergraph assemble their context (graph always as the paper).
+    pub assembly: Assembly,
     /// Module toggles (the paper's ablations): entity retrieval (EnR).
     pub entities: bool,
     /// Hyperedge retrieval (HR); when off, hyperedges are still scanned to pick clusters.
@@ -97,6 +172,20 @@ pub struct QueryConfig {
     pub bridges: bool,
     /// Cluster retrieval (SSC).
     pub clusters: bool,
+    /// Lexical retrieval (LR, ours, fused assembly only): hyperedges ranked by BM25 with the
+    /// question beside their cosine.
+    pub lexical: bool,
+    /// The constant k of reciprocal-rank fusion: a hyperedge at rank r (from 1) of a module's
+    /// ranking scores weight / (k + r) there; its fused score is the sum over modules.
+    pub rrf_k: f32,
+    /// The weight of each module's ranking in the fused assembly.
+    pub weights: FusionWeights,
+    /// The factor on the entity and bridge weights for a question that follows a relation (`the
+    /// director of film X`, `X's mother-in-law`): its answer is a fact about an entity the
+    /// question does not name, which those two modules reach and similarity does not.
+    pub hop_boost: f32,
+    /// Where the fused assembly takes each hyperedge's `window_k` neighbours from.
+    pub window_in: WindowIn,
     /// N_B: most bridge hyperedges retrieved.
     pub n_b: usize,
     /// N_EH: most hyperedges retrieved.
@@ -122,7 +211,8 @@ pub struct QueryConfig {
     /// `chunk_k`) become the first of [`FILL_POOL`] candidates — so that strategies compared at
     /// one cap use it equally. Off: the breadths stop retrieval, and the cap only trims.
     pub fill: bool,
-    /// Neighbours on each side of a hyperedge in the sentence-window baseline (k).
+    /// Neighbours on each side of a hyperedge in the sentence-window baseline and in the fused
+    /// assembly (k).
     pub window_k: usize,
     /// Hyperedge retrieval gives each hyperedge with its ±`widen` neighbours in its document, as
     /// one passage (0: the hyperedge alone, as in the paper).
@@ -157,7 +247,13 @@ impl Default for QueryConfig {
     fn default() -> Self {
         QueryConfig {
             mode: Mode::Hybrid,
+            assembly: Assembly::Fused,
             entities: true,
+            lexical: true,
+            rrf_k: 60.0,
+            weights: FusionWeights::default(),
+            hop_boost: 2.0,
+            window_in: WindowIn::Document,
             hyperedges: true,
             edges: true,
             bridges: true,
@@ -193,15 +289,29 @@ impl QueryConfig {
         }
     }
 
+    /// Whether this strategy's context merges what overlaps ([`QueryConfig::merge`], and always
+    /// for sentence windows, widened hyperedges and the fused assembly).
+    pub fn merges(&self) -> bool {
+        self.merge || self.mode == Mode::SentenceWindow || self.widen > 0 || self.fuses()
+    }
+
+    /// Whether this strategy assembles its context by fusion: the fused assembly of hybrid or
+    /// hypergraph (graph, whose modules are entities and edges, keeps the paper's).
+    pub fn fuses(&self) -> bool {
+        self.assembly == Assembly::Fused && matches!(self.mode, Mode::Hybrid | Mode::Hypergraph)
+    }
+
     /// Whether this strategy fills its cap ([`QueryConfig::fill`] with a cap set).
     pub fn fills(&self) -> bool {
         self.fill && self.max_context_tokens > 0
     }
 
-    /// The breadths in effect: the configured ones, or at least [`FILL_POOL`] candidates of each
-    /// module when the strategy fills its cap (a breadth of 0 stays 0: the module is off).
+    /// The candidates each module offers: its configured breadth, or at least [`FILL_POOL`]
+    /// when the strategy fills its cap or fuses rankings (a breadth of 0 stays 0: the module is
+    /// off).
     pub fn breadths(&self) -> Breadths {
-        let pool = |n: usize| if self.fills() && n > 0 { n.max(FILL_POOL) } else { n };
+        // The fused assembly ranks whole pools and takes its breadths from them.
+        let pool = |n: usize| if (self.fills() || self.fuses()) && n > 0 { n.max(FILL_POOL) } else { n };
         Breadths {
             hyperedges: pool(self.n_eh),
             edges: pool(self.n_e),
@@ -212,6 +322,20 @@ impl QueryConfig {
 
     /// Checks the values.
     pub fn validate(&self) -> Result<()> {
+        let w = &self.weights;
+        for (name, value) in [
+            ("rrf_k", self.rrf_k),
+            ("hop_boost", self.hop_boost),
+            ("weights.entities", w.entities),
+            ("weights.hyperedges", w.hyperedges),
+            ("weights.lexical", w.lexical),
+            ("weights.bridges", w.bridges),
+            ("weights.edges", w.edges),
+        ] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(Error::config(format!("query.{name}"), "must be a number of at least 0"));
+            }
+        }
         for (name, tau) in [("tau_eh", self.tau_eh), ("tau_e", self.tau_e), ("tau_chunk", self.tau_chunk)] {
             if tau.is_some_and(|t| !(-1.0..=1.0).contains(&t)) {
                 return Err(Error::config(format!("query.{name}"), "must be a cosine between -1 and 1"));

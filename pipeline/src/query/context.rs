@@ -87,8 +87,21 @@ fn evidence(kb: &Kb, r: &Retrieved) -> Evidence {
         }
         Unit::Cluster => {
             let c = &kb.clusters;
-            let pieces = c.members[row].iter().map(|&h| hyperedge_piece(h as usize)).collect();
-            (c.id.value(row), c.doc_id.value(row), c.text.value(row).to_owned(), pieces)
+            let members = &c.members[row];
+            match r.focus.and_then(|h| members.iter().position(|&m| m == h)).filter(|_| r.len > 0) {
+                // A window of the cluster around the retrieved member.
+                Some(at) => {
+                    let k = r.len as usize;
+                    let window = &members[at.saturating_sub(k)..(at + k + 1).min(members.len())];
+                    let pieces: Vec<Piece> = window.iter().map(|&h| hyperedge_piece(h as usize)).collect();
+                    let text = pieces.iter().map(|p| p.text.trim()).collect::<Vec<_>>().join(" ");
+                    return finish(r, c.id.value(row).to_owned(), c.doc_id.value(row), text, pieces);
+                }
+                None => {
+                    let pieces = members.iter().map(|&h| hyperedge_piece(h as usize)).collect();
+                    (c.id.value(row), c.doc_id.value(row), c.text.value(row).to_owned(), pieces)
+                }
+            }
         }
         Unit::Passage => {
             let h = &kb.hyperedges;
@@ -163,7 +176,7 @@ impl Context {
         let mut full = false;
         let mut trimmed = 0;
         for r in order {
-            if !seen_rows.insert((r.unit, r.row, r.len)) {
+            if !seen_rows.insert((r.unit, r.row, r.len, r.focus)) {
                 continue;
             }
             if full {
@@ -278,35 +291,42 @@ fn adjoins(a: &Evidence, b: &Evidence) -> bool {
 }
 
 /// One passage of the verbatim evidence `parts` (of one document): their pieces in document
-/// order, overlaps cut, a run of overlapping or touching pieces one piece with one span, runs
-/// joined by line breaks; its score is the best of the parts'.
+/// order, overlaps cut, a run of overlapping or touching pieces one span, runs joined by line
+/// breaks; its score is the best of the parts'. The pieces stay apart (each still exactly its
+/// span of the document, so that a sentence quoted from them is cited exactly), and the text
+/// joins the pieces of a run with a space.
 fn passage(parts: Vec<Evidence>) -> Evidence {
     let doc_id = parts[0].doc_id.clone();
     let score = parts.iter().map(|p| p.score).fold(f32::MIN, f32::max);
     let mut pieces: Vec<(i64, i64, String)> =
         parts.into_iter().flat_map(|e| e.pieces).filter_map(|p| p.span.map(|s| (s.start, s.end, p.text))).collect();
     pieces.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-    let mut runs: Vec<(i64, i64, String)> = Vec::new();
+    // Runs: (start, end, pieces as (start, end, text)).
+    type Located = (i64, i64, String);
+    let mut runs: Vec<(i64, i64, Vec<Located>)> = Vec::new();
     for (start, end, text) in pieces {
         match runs.last_mut() {
             Some(run) if start <= run.1 + TOUCH => {
                 if end > run.1 {
-                    if start >= run.1 {
-                        run.2.push(' ');
-                        run.2.push_str(&text);
-                    } else {
-                        run.2.extend(text.chars().skip((run.1 - start) as usize));
-                    }
+                    // The part past what the run holds already.
+                    let from = start.max(run.1);
+                    let rest: String = text.chars().skip((from - start) as usize).collect();
+                    run.2.push((from, end, rest));
                     run.1 = end;
                 }
             }
-            _ => runs.push((start, end, text)),
+            _ => runs.push((start, end, vec![(start, end, text)])),
         }
     }
-    let text = runs.iter().map(|r| r.2.trim()).collect::<Vec<_>>().join("\n");
-    let span = |r: &(i64, i64, String)| Span { doc_id: doc_id.clone(), start: r.0, end: r.1 };
-    let spans: Vec<Span> = runs.iter().map(span).collect();
-    let pieces = runs.iter().map(|r| Piece { text: r.2.clone(), span: Some(span(r)) }).collect();
+    let text = runs
+        .iter()
+        .map(|r| r.2.iter().map(|p| p.2.trim()).filter(|t| !t.is_empty()).collect::<Vec<_>>().join(" "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let span = |start: i64, end: i64| Span { doc_id: doc_id.clone(), start, end };
+    let spans: Vec<Span> = runs.iter().map(|r| span(r.0, r.1)).collect();
+    let pieces =
+        runs.iter().flat_map(|r| &r.2).map(|p| Piece { text: p.2.clone(), span: Some(span(p.0, p.1)) }).collect();
     let (start, end) = (runs.first().map(|r| r.0), runs.last().map(|r| r.1));
     let id = format!("{doc_id}:{}-{}", start.unwrap_or(0), end.unwrap_or(0));
     Evidence { unit: Unit::Passage, id, doc_id, start, end, text, score, tokens: 0, spans, pieces }

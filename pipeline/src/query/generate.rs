@@ -158,23 +158,48 @@ struct Candidate {
     span: Option<Span>,
     /// Ordered, so that the float sum of a score is the same in every run.
     words: BTreeSet<String>,
+    /// The name words of the sentence a pronoun continues (`It was signed …` after `The Kestrel
+    /// Valley Water Compact is …`): they match the question's words as its own do.
+    carried: BTreeSet<String>,
+}
+
+/// Words that open a sentence continuing the subject of the one before it.
+const CONTINUING: &[&str] = &["It", "Its", "He", "His", "She", "Her", "They", "Their"];
+
+/// The lowercased words of `text` written with a capital (the names it states).
+fn name_words(text: &str) -> BTreeSet<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().next().is_some_and(char::is_uppercase))
+        .map(str::to_lowercase)
+        .filter(|w| !is_question_stop_word(w))
+        .collect()
 }
 
 fn candidates(context: &Context) -> Vec<Candidate> {
     let mut out = Vec::new();
     for (i, e) in context.evidence.iter().enumerate() {
         for piece in &e.pieces {
+            // The names of the last sentence that did not open with a pronoun.
+            let mut subject = BTreeSet::new();
             for range in sentences(&piece.text, 0..piece.text.len()) {
                 let text = &piece.text[range.clone()];
                 let span = piece.span.as_ref().map(|s| {
                     let start = s.start + piece.text[..range.start].chars().count() as i64;
                     Span { doc_id: s.doc_id.clone(), start, end: start + text.chars().count() as i64 }
                 });
+                let opener = text.split(|c: char| !c.is_alphanumeric()).find(|w| !w.is_empty()).unwrap_or_default();
+                let carried = if CONTINUING.contains(&opener) {
+                    subject.clone()
+                } else {
+                    subject = name_words(text);
+                    BTreeSet::new()
+                };
                 out.push(Candidate {
                     evidence: i,
                     text: text.to_owned(),
                     span,
                     words: content_words(text).into_iter().collect(),
+                    carried,
                 });
             }
         }
@@ -207,7 +232,7 @@ pub fn extractive(question: &str, context: &Context, short: bool) -> Generated {
     let scores: Vec<f32> = candidates
         .iter()
         .map(|c| {
-            let overlap: f32 = c.words.iter().filter(|w| asked.contains(*w)).map(|w| idf(w)).sum();
+            let overlap: f32 = c.words.union(&c.carried).filter(|w| asked.contains(*w)).map(|w| idf(w)).sum();
             let typed =
                 if wanted.as_ref().is_some_and(|t| short::holds(t, &c.text, &asked)) { TYPE_BONUS } else { 0.0 };
             let adds = c.words.iter().any(|w| !asked.contains(w));

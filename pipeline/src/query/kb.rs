@@ -9,6 +9,7 @@ use arrow::datatypes::Float32Type;
 use flexstruct_schemas::{Table, col};
 use rayon::prelude::*;
 
+use super::lexical::Lexical;
 use super::scan::Vectors;
 use crate::core::names::normalize;
 use crate::core::{Error, IndexProblem, Result};
@@ -157,6 +158,8 @@ pub struct Kb {
     pub hyperedge_chunk: Vec<Option<u32>>,
     /// Chunk row → whether a located hyperedge lies in it.
     pub chunk_has_hyperedges: Vec<bool>,
+    /// BM25 over the hyperedges (row for row): each one's text and the names of its entities.
+    pub lexical: Lexical,
 }
 
 /// The chunk each hyperedge's span starts in (chunks tile their document, so it is the chunk of
@@ -187,6 +190,23 @@ fn hyperedge_chunks(hyperedges: &Hyperedges, chunks: &Chunks) -> Vec<Option<u32>
             (span.start < ranges[i].1).then_some(ranges[i].2)
         })
         .collect()
+}
+
+/// The lexical index of the hyperedges: each one's text with the names of its entities (as its
+/// vector embeds them).
+pub(super) fn lexical_index(hyperedges: &Hyperedges, incidence: &[Vec<u32>], entities: &Entities) -> Lexical {
+    let texts: Vec<String> = (0..hyperedges.id.len())
+        .into_par_iter()
+        .map(|h| {
+            let mut text = hyperedges.text.value(h).to_owned();
+            for &e in &incidence[h] {
+                text.push(' ');
+                text.push_str(entities.name.value(e as usize));
+            }
+            text
+        })
+        .collect();
+    Lexical::build(texts.par_iter().map(String::as_str))
 }
 
 /// The kb tables the query stage reads.
@@ -378,6 +398,7 @@ impl Kb {
         }
         let by_title = titled_hyperedges(index, &hyperedges)?;
         let (hyperedge_chunk, chunk_has_hyperedges) = chunk_links(&hyperedges, &chunks);
+        let lexical = lexical_index(&hyperedges, &hyperedge_entities, &entities);
         Ok(Kb {
             model: model.to_owned(),
             entities,
@@ -393,6 +414,7 @@ impl Kb {
             hyperedge_clusters,
             hyperedge_chunk,
             chunk_has_hyperedges,
+            lexical,
         })
     }
 

@@ -23,6 +23,7 @@ pub mod context;
 pub mod entities;
 pub mod generate;
 pub mod kb;
+pub mod lexical;
 pub mod retrieve;
 pub mod scan;
 pub mod short;
@@ -37,7 +38,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 use serde::Serialize;
 
-pub use self::config::{Mode, QueryConfig, Thresholds};
+pub use self::config::{Assembly, FusionWeights, Mode, QueryConfig, Thresholds, WindowIn};
 use self::context::{Context, Evidence};
 pub use self::entities::{LlmQueryEntities, QueryEntities, RulesQueryEntities, rules_query_entities};
 pub use self::generate::{AnswerOptions, Answerer, ExtractiveAnswerer, LlmAnswerer};
@@ -108,7 +109,8 @@ pub struct Answer {
     pub error: Option<String>,
 }
 
-/// The label of a strategy with its toggles: `hybrid`, `hybrid w/o ER+SSC`, `chunks`, ….
+/// The label of a strategy with its toggles: `hybrid`, `hybrid w/o ER+SSC`, `hybrid-paper` (the
+/// paper's assembly), `chunks`, ….
 pub fn variant(config: &QueryConfig) -> String {
     let full = Modules::of(&QueryConfig {
         entities: true,
@@ -116,6 +118,7 @@ pub fn variant(config: &QueryConfig) -> String {
         edges: true,
         clusters: true,
         bridges: true,
+        lexical: true,
         n_b: config.n_b.max(1),
         ..config.clone()
     });
@@ -126,11 +129,14 @@ pub fn variant(config: &QueryConfig) -> String {
         (full.edges && !on.edges, "ER"),
         (full.entities && !on.entities, "EnR"),
         (full.bridges && !on.bridges, "BR"),
+        (full.lexical && !on.lexical, "LR"),
     ]
     .into_iter()
     .filter_map(|(off, name)| off.then_some(name))
     .collect();
-    if off.is_empty() { config.mode.name().to_owned() } else { format!("{} w/o {}", config.mode.name(), off.join("+")) }
+    let paper = config.assembly == Assembly::Paper && matches!(config.mode, Mode::Hybrid | Mode::Hypergraph);
+    let name = if paper { format!("{}-paper", config.mode.name()) } else { config.mode.name().to_owned() };
+    if off.is_empty() { name } else { format!("{name} w/o {}", off.join("+")) }
 }
 
 /// Reads a JSONL file of `{id, question}` (other fields are ignored; a missing id becomes the
@@ -282,6 +288,7 @@ impl Engine {
         let thresholds = config.thresholds(&self.kb.model);
         let inputs: Vec<QueryInput<'_>> = (0..prepared.questions.len())
             .map(|i| QueryInput {
+                text: &prepared.questions[i].question,
                 vector: &prepared.vectors[i],
                 entities: &prepared.entities[i],
                 entity_vectors: &prepared.entity_vectors[i],
@@ -305,7 +312,7 @@ impl Engine {
                     &self.kb,
                     &retrieval.rows,
                     config.max_context_tokens,
-                    config.merge || config.mode == Mode::SentenceWindow || config.widen > 0,
+                    config.merges(),
                     &self.counter,
                 );
                 (context, retrieval.entity_matches, started.elapsed().as_secs_f64() * 1000.0)

@@ -17,7 +17,7 @@ use rayon::prelude::*;
 
 use serde::Serialize;
 
-use super::config::{Mode, QueryConfig, Thresholds};
+use super::config::{Mode, QueryConfig, Thresholds, WindowIn};
 use super::kb::Kb;
 use super::scan::Hit;
 use crate::core::names::normalize;
@@ -38,11 +38,17 @@ pub struct Retrieved {
     /// to fill a cap: the context takes every tier-0 piece (by score) before any tier-1 piece, so
     /// filling never changes what the breadths alone give, it only adds after it.
     pub tier: u8,
+    /// A cluster given in part: the retrieved member hyperedge (row) its window is centred on;
+    /// the window is that member and the `len` members on each side of it in the cluster's
+    /// reading order. None: the whole cluster (and for every other unit).
+    pub focus: Option<u32>,
 }
 
 /// What a question brings to retrieval.
 #[derive(Debug, Clone, Copy)]
 pub struct QueryInput<'a> {
+    /// The question.
+    pub text: &'a str,
     /// The question's unit-length embedding.
     pub vector: &'a [f32],
     /// Entities named in the question (from the LLM prompt or the rules extractor).
@@ -94,17 +100,19 @@ pub struct Modules {
     pub clusters: bool,
     /// Bridge retrieval (hybrid and hypergraph modes).
     pub bridges: bool,
+    /// Lexical retrieval (hybrid and hypergraph modes, fused assembly).
+    pub lexical: bool,
 }
 
 impl Modules {
     /// The modules of a FlexStructRAG mode with the configured toggles applied (peers: none).
     pub fn of(config: &QueryConfig) -> Modules {
-        let (entities, hyperedges, edges, clusters, bridges) = match config.mode {
-            Mode::Hybrid => (true, true, true, true, true),
-            Mode::Hypergraph => (true, true, false, true, true),
-            Mode::Graph => (true, false, true, false, false),
+        let (entities, hyperedges, edges, clusters, bridges, lexical) = match config.mode {
+            Mode::Hybrid => (true, true, true, true, true, true),
+            Mode::Hypergraph => (true, true, false, true, true, true),
+            Mode::Graph => (true, false, true, false, false, false),
             Mode::Chunks | Mode::None | Mode::Hypergraphrag | Mode::ChunksMaxsim | Mode::SentenceWindow => {
-                (false, false, false, false, false)
+                (false, false, false, false, false, false)
             }
         };
         Modules {
@@ -113,6 +121,28 @@ impl Modules {
             edges: edges && config.edges,
             clusters: clusters && config.clusters,
             bridges: bridges && config.bridges && config.n_b > 0,
+            lexical: lexical && config.lexical && config.fuses(),
+        }
+    }
+
+    /// The modules a strategy runs: [`Modules::fused`] for the fused assembly, else
+    /// [`Modules::of`].
+    pub fn active(config: &QueryConfig) -> Modules {
+        if config.fuses() { Modules::fused(config) } else { Modules::of(config) }
+    }
+
+    /// The modules whose rankings the fused assembly fuses: those of [`Modules::of`] whose
+    /// weight is above 0.
+    pub fn fused(config: &QueryConfig) -> Modules {
+        let on = Modules::of(config);
+        let w = config.weights;
+        Modules {
+            entities: on.entities && w.entities > 0.0,
+            hyperedges: on.hyperedges && w.hyperedges > 0.0,
+            edges: on.edges && w.edges > 0.0,
+            bridges: on.bridges && w.bridges > 0.0,
+            lexical: on.lexical && w.lexical > 0.0,
+            ..on
         }
     }
 }
@@ -138,6 +168,7 @@ fn tiered(unit: Unit, hits: Vec<Hit>, breadth: usize) -> impl Iterator<Item = Re
         score: h.score,
         len: 1,
         tier: u8::from(i >= breadth),
+        focus: None,
     })
 }
 
@@ -177,6 +208,7 @@ pub fn retrieve_batch(
             Mode::Hypergraphrag => hypergraphrag(kb, config, scanned),
             Mode::ChunksMaxsim => chunks_maxsim(kb, config, scanned),
             Mode::SentenceWindow => sentence_windows(kb, config, scanned),
+            Mode::Hybrid | Mode::Hypergraph | Mode::Graph if config.fuses() => fused(kb, config, *query, scanned),
             Mode::Hybrid | Mode::Hypergraph | Mode::Graph => flexstruct(kb, config, thresholds, *query, scanned),
         })
         .collect()
@@ -209,7 +241,7 @@ fn scan(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, queries: &[QueryI
             fill(found, |s| &mut s.hyperedges, &mut out);
         }
         Mode::Hybrid | Mode::Hypergraph | Mode::Graph => {
-            let modules = Modules::of(config);
+            let modules = Modules::active(config);
             // Clusters and bridges are found through the retrieved hyperedges, so the scan runs
             // for any of these modules.
             if modules.hyperedges || modules.clusters || modules.bridges {
@@ -279,7 +311,7 @@ fn flexstruct(
         }
         let mut clusters: Vec<Retrieved> = best
             .into_iter()
-            .map(|(row, (tier, score))| Retrieved { unit: Unit::Cluster, row, score, len: 1, tier })
+            .map(|(row, (tier, score))| Retrieved { unit: Unit::Cluster, row, score, len: 1, tier, focus: None })
             .collect();
         clusters.sort_by(|a, b| a.tier.cmp(&b.tier).then(b.score.total_cmp(&a.score)).then(a.row.cmp(&b.row)));
         out.rows.extend(clusters);
@@ -303,6 +335,104 @@ fn flexstruct(
     out
 }
 
+/// The fused assembly (ours): every module ranks hyperedges — entity retrieval the hyperedges
+/// of the matched entities and of the documents titled with their names (by cosine), bridge
+/// retrieval its bridges (by cosine plus their link, [`bridge_candidates`]), hyperedge retrieval
+/// by cosine, lexical retrieval by BM25, edge retrieval the hyperedges behind its edges — and
+/// the rankings are fused by weighted reciprocal rank (`query.weights`, `query.rrf_k`; the
+/// entity and bridge weights times `query.hop_boost` when the question follows a relation).
+/// Each hyperedge, in fused order, comes with its `query.window_k` neighbours on each side, in
+/// its document or (`query.window_in = "cluster"`, with cluster retrieval) in its SSC cluster;
+/// the context merges what overlaps. Each module ranks a pool of [`super::config::FILL_POOL`]
+/// candidates (every rank counts in the fusion); those within some module's breadth (N_EH for
+/// cosine, BM25 and entities, N_B, N_E) are what the strategy retrieves (tier 0), and a strategy
+/// that fills a cap takes the others after them (tier 1).
+fn fused(kb: &Kb, config: &QueryConfig, query: QueryInput<'_>, scanned: Scanned) -> Retrieval {
+    let modules = Modules::fused(config);
+    let pool = config.breadths();
+    let w = config.weights;
+    let boost = if follows_relation(query.text) { config.hop_boost } else { 1.0 };
+    let mut out = Retrieval::default();
+    // Each module's ranking, with its weight and the breadth within which it is tier 0.
+    let mut rankings: Vec<(Vec<usize>, f32, usize)> = Vec::new();
+    let mut matched: Vec<u32> = Vec::new();
+    if modules.entities {
+        out.entity_matches = match_entities(kb, query.entities);
+        matched = out.entity_matches.iter().flat_map(|m| m.rows.iter().copied()).collect();
+        matched.sort_unstable();
+        matched.dedup();
+        let mut rows: Vec<u32> =
+            matched.iter().flat_map(|&e| kb.entity_hyperedges[e as usize].iter().copied()).collect();
+        for m in out.entity_matches.iter().filter(|m| m.via != "none") {
+            rows.extend(kb.by_title.get(&normalize(&m.query)).into_iter().flatten().copied());
+        }
+        rows.sort_unstable();
+        rows.dedup();
+        let mut ranked = sorted(kb.hyperedges.vectors.scores(query.vector, &rows));
+        ranked.truncate(pool.hyperedges);
+        rankings.push((ranked.into_iter().map(|h| h.row).collect(), w.entities * boost, config.n_eh));
+    }
+    if modules.bridges {
+        let first = &scanned.hyperedges[..config.n_eh.min(scanned.hyperedges.len())];
+        let candidates = bridge_candidates(kb, query.vector, &matched, first);
+        let rows: Vec<u32> = candidates.iter().map(|c| c.0).collect();
+        let cosines = kb.hyperedges.vectors.scores(query.vector, &rows);
+        let scored = cosines.into_iter().zip(&candidates).map(|(h, c)| Hit { score: h.score + c.1, ..h }).collect();
+        let found = flexstruct_scan::keep_best(scored, pool.bridges);
+        rankings.push((found.into_iter().map(|h| h.row).collect(), w.bridges * boost, config.n_b));
+    }
+    if modules.hyperedges {
+        rankings.push((scanned.hyperedges.iter().map(|h| h.row).collect(), w.hyperedges, config.n_eh));
+    }
+    if modules.lexical {
+        let found = kb.lexical.search(query.text, pool.hyperedges);
+        rankings.push((found.into_iter().map(|h| h.row).collect(), w.lexical, config.n_eh));
+    }
+    if modules.edges {
+        let mut rows: Vec<usize> = Vec::new();
+        for g in &scanned.edges {
+            if let Some(h) = kb.edges.hyperedge[g.row].map(|h| h as usize).filter(|h| !rows.contains(h)) {
+                rows.push(h);
+            }
+        }
+        rankings.push((rows, w.edges, config.n_e));
+    }
+    // Weighted reciprocal-rank fusion over every module's whole pool; a hyperedge is tier 0 when
+    // some module ranks it within its breadth. Without filling, only tier 0 is taken.
+    let mut fused: HashMap<usize, (u8, f32)> = HashMap::new();
+    for (ranking, weight, breadth) in &rankings {
+        for (rank, &h) in ranking.iter().enumerate() {
+            let entry = fused.entry(h).or_insert((1, 0.0));
+            entry.0 = entry.0.min(u8::from(rank >= *breadth));
+            entry.1 += weight / (config.rrf_k + rank as f32 + 1.0);
+        }
+    }
+    let fills = config.fills();
+    let mut seeds: Vec<(usize, (u8, f32))> = fused.into_iter().filter(|s| fills || s.1.0 == 0).collect();
+    seeds.sort_by(|a, b| a.1.0.cmp(&b.1.0).then(b.1.1.total_cmp(&a.1.1)).then(a.0.cmp(&b.0)));
+    let k = config.window_k;
+    out.rows = seeds
+        .into_iter()
+        .map(|(h, (tier, score))| {
+            let seed = Retrieved { unit: Unit::Hyperedge, row: h as u32, score, len: 1, tier, focus: None };
+            let cluster =
+                kb.hyperedge_clusters[h].first().filter(|_| modules.clusters && config.window_in == WindowIn::Cluster);
+            match cluster {
+                Some(&c) => Retrieved { unit: Unit::Cluster, row: c, len: k as u32, focus: Some(h as u32), ..seed },
+                None if k > 0 => widen(kb, seed, k),
+                None => seed,
+            }
+        })
+        .collect();
+    out
+}
+
+/// Whether a question follows a relation from the entity it names to the one it asks about
+/// (`the place of birth of the director of film X`, `X's paternal grandmother`).
+fn follows_relation(question: &str) -> bool {
+    !super::short::hop_phrases(question).is_empty()
+}
+
 /// Names shared by more entity nodes than this are hubs (a country, a common word), not
 /// bridges: following them would pull in facts from everywhere.
 pub const MAX_BRIDGE_NODES: usize = 64;
@@ -320,6 +450,21 @@ pub const MAX_BRIDGE_NODES: usize = 64;
 /// best above `threshold` are retrieved. Numbers and dates are not followed, nor hub names
 /// (more than [`MAX_BRIDGE_NODES`] nodes).
 fn bridges(kb: &Kb, query: &[f32], matched: &[u32], found: &[Hit], threshold: f32, n: usize) -> Vec<Hit> {
+    let candidates: Vec<u32> = bridge_candidates(kb, query, matched, found).into_iter().map(|(h, _)| h).collect();
+    let scored = kb.hyperedges.vectors.scores(query, &candidates);
+    flexstruct_scan::keep_best(scored.into_iter().filter(|h| h.score > threshold).collect(), n)
+}
+
+/// What a bridge candidate in the document titled with its neighbour's name (the neighbour's
+/// own article) adds to its link (set on the 2wiki tune half).
+const OWN_ARTICLE_LINK: f32 = 0.2;
+
+/// The bridge candidates of [`bridges`], each with its link: the best cosine with the question
+/// of a first-hop hyperedge that names the neighbour it was reached through (how relevant the
+/// fact is that leads to it: `… directed by Clarence Brown` for the director of the film asked
+/// about, before `… released by Universal Pictures`), plus [`OWN_ARTICLE_LINK`] in the
+/// neighbour's own article.
+fn bridge_candidates(kb: &Kb, query: &[f32], matched: &[u32], found: &[Hit]) -> Vec<(u32, f32)> {
     // Sets as marks over the rows, not tree or hash sets: this runs per question, its lists
     // run to thousands of hyperedges on long documents, and the dev profile leaves this crate
     // unoptimised (sorting 3,000 ids there took 1.3 ms).
@@ -351,29 +496,35 @@ fn bridges(kb: &Kb, query: &[f32], matched: &[u32], found: &[Hit], threshold: f3
     for h in found {
         seen[h.row] = true;
     }
-    let mut named = vec![false; kb.entity_hyperedges.len()];
-    let mut neighbours: Vec<&str> = first_hop
-        .iter()
-        .flat_map(|&h| kb.hyperedge_entities[h as usize].iter())
-        .filter(|&&e| !std::mem::replace(&mut named[e as usize], true))
-        .map(|&e| names.value(e as usize))
-        // A name joined with `and` ("nicki minaj and american") also stands for its parts.
-        .flat_map(|name| {
-            std::iter::once(name).chain(name.contains(" and ").then(|| name.split(" and ")).into_iter().flatten())
-        })
-        .filter(|name| own.binary_search(name).is_err() && name.chars().any(char::is_alphabetic))
-        .collect();
-    neighbours.sort_unstable();
-    neighbours.dedup();
-    let mut candidates = Vec::new();
-    for name in neighbours {
-        let nodes = kb.by_name.get(name).filter(|nodes| nodes.len() <= MAX_BRIDGE_NODES).into_iter().flatten();
-        for h in nodes.flat_map(|&e| kb.entity_hyperedges[e as usize].iter().copied()).chain(titled(name)) {
-            mark(&mut seen, &mut candidates, h);
+    // Each neighbour with its link: the best first-hop hyperedge naming it.
+    let mut links: HashMap<&str, f32> = HashMap::new();
+    for hop in kb.hyperedges.vectors.scores(query, &first_hop) {
+        for &e in &kb.hyperedge_entities[hop.row] {
+            let name = names.value(e as usize);
+            // A name joined with `and` ("nicki minaj and american") also stands for its parts.
+            let parts = name.contains(" and ").then(|| name.split(" and ")).into_iter().flatten();
+            for name in std::iter::once(name).chain(parts) {
+                if own.binary_search(&name).is_err() && name.chars().any(char::is_alphabetic) {
+                    let link = links.entry(name).or_insert(f32::MIN);
+                    *link = link.max(hop.score);
+                }
+            }
         }
     }
-    let scored = kb.hyperedges.vectors.scores(query, &candidates);
-    flexstruct_scan::keep_best(scored.into_iter().filter(|h| h.score > threshold).collect(), n)
+    let mut neighbours: Vec<(&str, f32)> = links.into_iter().collect();
+    neighbours.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut candidates = Vec::new();
+    let mut link_of: HashMap<u32, f32> = HashMap::new();
+    for (name, link) in neighbours {
+        let nodes = kb.by_name.get(name).filter(|nodes| nodes.len() <= MAX_BRIDGE_NODES).into_iter().flatten();
+        let nodes = nodes.flat_map(|&e| kb.entity_hyperedges[e as usize].iter().map(move |&h| (h, link)));
+        for (h, link) in nodes.chain(titled(name).map(|h| (h, link + OWN_ARTICLE_LINK))) {
+            mark(&mut seen, &mut candidates, h);
+            let best = link_of.entry(h).or_insert(f32::MIN);
+            *best = best.max(link);
+        }
+    }
+    candidates.into_iter().map(|h| (h, link_of[&h])).collect()
 }
 
 /// HyperGraphRAG (seed 003): entities by embedding similarity of the question's entities (k_V),

@@ -186,7 +186,11 @@ pub(super) fn asked(question: &str) -> Option<Asked> {
     if yes_no {
         return (!q.contains(" or ")).then_some(Asked::Verify);
     }
-    if starts("who") || starts("whom") || starts("whose") {
+    // `Who …`, and `By whom …`, `Under whose …`.
+    let second = lower_words(&q).into_iter().nth(1).unwrap_or_default();
+    let by_whom = ["by", "under", "with", "for", "to", "from"].contains(&first.as_str())
+        && ["whom", "whose"].contains(&second.as_str());
+    if starts("who") || starts("whom") || starts("whose") || by_whom {
         Some(Asked::Person)
     } else if starts("when")
         || starts("what year")
@@ -302,6 +306,42 @@ const ROLE_CUES: &[(&str, &[&str])] = &[
     ("editor", &["edited by ", "editor "]),
 ];
 
+/// How far (bytes) after a cue phrase the name it introduces may stand.
+const CLAUSE_REACH: usize = 80;
+
+/// Whether a sentence's identity key names `key`: its words in order, with at most two other
+/// words among them (`maria wisława anna szymborska` names `wisława szymborska`, `tony lee
+/// bettenhausen jr` names `tony bettenhausen jr`), an initial standing for a word it begins
+/// (`robert adolf stemmle` names `robert a stemmle`).
+fn names_key(sentence: &str, key: &str) -> bool {
+    let want: Vec<&str> = key.split(' ').filter(|w| !w.is_empty()).collect();
+    if want.is_empty() {
+        return false;
+    }
+    let same = |word: &str, wanted: &str| {
+        word == wanted || (wanted.chars().count() == 1 && word.len() > 1 && word.starts_with(wanted))
+    };
+    let words: Vec<&str> = sentence.split(' ').collect();
+    (0..words.len()).filter(|&i| words[i] == want[0]).any(|start| {
+        let mut k = 1;
+        let mut skipped = 0;
+        for w in &words[start + 1..] {
+            if k == want.len() {
+                break;
+            }
+            if same(w, want[k]) {
+                k += 1;
+            } else {
+                skipped += 1;
+                if skipped > 2 {
+                    return false;
+                }
+            }
+        }
+        k == want.len()
+    })
+}
+
 /// Cues before a parent (`son of A and B`: A the father, B the mother).
 const PARENT_CUES: &[&str] = &["son of ", "daughter of ", "child of ", "born to ", "children of "];
 const FATHER_CUES: &[&str] = &["father ", "father, ", "father was "];
@@ -321,7 +361,7 @@ const SPOUSE_CUES: &[&str] = &[
 ];
 
 /// The hops a question's words name, with the byte offset of each phrase.
-fn hop_phrases(question: &str) -> Vec<(usize, Vec<Hop>)> {
+pub(super) fn hop_phrases(question: &str) -> Vec<(usize, Vec<Hop>)> {
     let lower = question.to_lowercase();
     let words: Vec<(usize, usize)> = word_spans(&lower);
     let word = |k: usize| words.get(k).map_or("", |&(s, e)| &lower[s..e]);
@@ -395,7 +435,7 @@ impl<'s, 'a> Facts<'s, 'a> {
 
     /// Whether sentence `i` names `key` (an identity key).
     fn names(&self, i: usize, key: &str) -> bool {
-        !key.is_empty() && format!(" {} ", self.keys[i]).contains(&format!(" {key} "))
+        names_key(&self.keys[i], key)
     }
 
     /// Sentences about `name`, best first: those that name it, and the ones that continue them
@@ -475,10 +515,17 @@ impl<'s, 'a> Facts<'s, 'a> {
                     parts.push((from, end));
                     parts
                 })
-                .filter(|&(s, e)| normalize(&text[s..e]) != key)
                 .collect();
-            // The first name right after `pos` (a title or article between them is allowed).
-            let after = |pos: usize| names.iter().copied().find(|&(s, _)| s >= pos && s - pos <= 12);
+            // The first name after `pos` in its clause that is no nationality or country (`by
+            // American rapper Nicki Minaj`); none when that is the entity followed from.
+            let after = |pos: usize| {
+                let end = lower[pos..].find(['.', ';']).map_or(lower.len(), |e| pos + e).min(pos + CLAUSE_REACH);
+                names
+                    .iter()
+                    .copied()
+                    .find(|&(s, e)| s >= pos && s < end && countries_in(&text[s..e]).is_empty())
+                    .filter(|&(s, e)| normalize(&text[s..e]) != key)
+            };
             let mut hit = cues.iter().filter_map(|cue| lower.find(cue).and_then(|p| after(p + cue.len()))).min();
             if hit.is_none() && matches!(hop, Hop::Father | Hop::Mother) {
                 // `son of A and B`: the father first, the mother second.
@@ -644,12 +691,20 @@ impl<'s, 'a> Facts<'s, 'a> {
         exclude: &str,
     ) -> Option<Short> {
         let asked_words: HashSet<String> = lower_words(question).into_iter().collect();
+        let content: HashSet<&str> =
+            asked_words.iter().map(String::as_str).filter(|w| !is_question_stop_word(w)).collect();
         let exclude = normalize(exclude);
         let stems = relation_stems(question);
+        let counted = counted_noun(question);
         let mut best: Option<(f32, Short)> = None;
         for &i in candidates.iter().take(CANDIDATE_SENTENCES) {
             let text = self.text(i);
             let lower = text.to_lowercase();
+            // Where the question's content words stand in the sentence.
+            let shared: Vec<(usize, usize)> = word_spans(text)
+                .into_iter()
+                .filter(|&(s, e)| content.contains(text[s..e].to_lowercase().as_str()))
+                .collect();
             for (start, end) in typed_spans(asked, text) {
                 let span = &text[start..end];
                 if lower_words(span).iter().all(|w| asked_words.contains(w))
@@ -663,7 +718,23 @@ impl<'s, 'a> Facts<'s, 'a> {
                     .filter_map(|stem| lower[..start].rfind(stem).map(|p| start - p))
                     .min()
                     .map_or(0.0, |d| CUE_WEIGHT / (1.0 + d as f32 / 24.0));
-                let score = self.sentences[i].score + cue + bonus(i);
+                // Nearness to the question's own words, on either side, outside the span.
+                let near = shared
+                    .iter()
+                    .filter(|&&(s, e)| e <= start || s >= end)
+                    .map(|&(s, e)| if e <= start { start - e } else { s - end })
+                    .min()
+                    .map_or(0.0, |d| NEAR_WEIGHT / (1.0 + d as f32 / 24.0));
+                // A count of what the question counts (`how many pupils` · `3,870 pupils`).
+                let counts = counted.as_deref().is_some_and(|noun| {
+                    let after = lower[end..].split(|c: char| !c.is_alphanumeric()).find(|w| !w.is_empty());
+                    lower_words(&text[start..end])
+                        .iter()
+                        .chain(after.map(str::to_owned).as_ref())
+                        .any(|w| w.chars().take(5).eq(noun.chars().take(5)))
+                });
+                let counts = if counts { COUNTED_WEIGHT } else { 0.0 };
+                let score = self.sentences[i].score + cue + near + counts + bonus(i);
                 if best.as_ref().is_none_or(|(b, _)| score > *b) {
                     best = Some((score, Short { text: as_asked(asked, question, span), sentence: i }));
                 }
@@ -870,6 +941,13 @@ const NUMBER_WORDS: &[&str] = &[
     "dozen",
 ];
 
+/// The noun a `how many` / `how much` question counts (`How many pupils …` → `pupils`).
+fn counted_noun(question: &str) -> Option<String> {
+    let words = lower_words(question);
+    let at = words.windows(2).position(|w| w[0] == "how" && (w[1] == "many" || w[1] == "much"))?;
+    words.get(at + 2).filter(|w| !is_question_stop_word(w)).cloned()
+}
+
 /// The stems that state the question's relation words in text.
 fn relation_stems(question: &str) -> Vec<&'static str> {
     lower_words(question)
@@ -880,6 +958,11 @@ fn relation_stems(question: &str) -> Vec<&'static str> {
 
 /// Weight of a candidate span's nearness to a relation word, in units of a sentence score.
 const CUE_WEIGHT: f32 = 1.0;
+/// Weight of a candidate span's nearness to any content word of the question (the one it
+/// answers about usually stands beside them), in units of a sentence score.
+const NEAR_WEIGHT: f32 = 0.5;
+/// Weight of a number followed by the noun a `how many` question counts.
+const COUNTED_WEIGHT: f32 = 1.0;
 /// Weight of a two-hop link (the sentence names someone named beside a question entity).
 const LINK_WEIGHT: f32 = 1.5;
 /// Sentences, best first, whose spans a typed question considers.
@@ -917,6 +1000,8 @@ mod tests {
     #[test]
     fn questions_say_what_they_ask_for() {
         assert_eq!(asked("Who chairs the Velda Basin Authority?"), Some(Asked::Person));
+        assert_eq!(asked("Under whose chairmanship did the talks begin?"), Some(Asked::Person));
+        assert_eq!(asked("By whom was the weir built?"), Some(Asked::Person));
         assert_eq!(asked("When did Quint sign the compact?"), Some(Asked::Date));
         assert_eq!(asked("What is the place of birth of the singer of Copper Lanterns?"), Some(Asked::Place));
         assert_eq!(asked("How many tiers does the compact define?"), Some(Asked::Number));
@@ -1087,6 +1172,16 @@ mod tests {
         // A span the question already holds is not an answer.
         let s = sentences(&["Rafael Ortiz chaired the talks."]);
         assert!(short_answer("Who did Rafael Ortiz meet?", &[], &s).is_none());
+    }
+
+    #[test]
+    fn names_match_with_middle_names_and_initials() {
+        assert!(names_key("maria wisława anna szymborska was a poet", "wisława szymborska"));
+        assert!(names_key("robert adolf stemmle was a director", "robert a stemmle"));
+        assert!(names_key("tony lee bettenhausen jr was a driver", "tony bettenhausen jr"));
+        assert!(!names_key("tony lee and the other bettenhausen", "tony bettenhausen"));
+        assert!(!names_key("a stemmle film", "robert a stemmle"));
+        assert!(!names_key("anything", ""));
     }
 
     #[test]

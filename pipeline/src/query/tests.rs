@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use arrow::array::{Int32Array, Int64Array, StringArray};
 
-use super::config::{Mode, QueryConfig, Thresholds};
+use super::config::{Assembly, FusionWeights, Mode, QueryConfig, Thresholds, WindowIn};
 use super::context::Context;
 use super::generate;
 use super::kb::*;
@@ -108,6 +108,7 @@ fn tiny_kb() -> Kb {
         hyperedge_clusters: vec![vec![0], vec![0], vec![], vec![1], vec![]],
         hyperedge_chunk,
         chunk_has_hyperedges,
+        lexical: Default::default(),
     }
 }
 
@@ -116,7 +117,7 @@ const QUERY: [f32; 3] = [1.0, 0.0, 0.0];
 
 fn ids(kb: &Kb, config: &QueryConfig, entities: &[&str], thresholds: Thresholds) -> Vec<String> {
     let entities: Vec<String> = entities.iter().map(|s| s.to_string()).collect();
-    let input = QueryInput { vector: &QUERY, entities: &entities, entity_vectors: &[] };
+    let input = QueryInput { text: "", vector: &QUERY, entities: &entities, entity_vectors: &[] };
     let r = retrieve(kb, config, thresholds, input);
     r.rows.iter().map(|r| id_of(kb, r)).collect()
 }
@@ -133,9 +134,137 @@ fn id_of(kb: &Kb, r: &Retrieved) -> String {
     }
 }
 
-/// The paper's modules (no bridge retrieval), so that each module's ids are known.
+/// The paper's modules and assembly (no bridge retrieval), so that each module's ids are known.
 fn config(mode: Mode, n_eh: usize, n_e: usize) -> QueryConfig {
-    QueryConfig { mode, n_eh, n_e, bridges: false, ..QueryConfig::default() }
+    QueryConfig { mode, n_eh, n_e, bridges: false, assembly: Assembly::Paper, ..QueryConfig::default() }
+}
+
+/// [`tiny_kb`] with its lexical index.
+fn tiny_kb_indexed() -> Kb {
+    let mut kb = tiny_kb();
+    kb.lexical = lexical_index(&kb.hyperedges, &kb.hyperedge_entities, &kb.entities);
+    kb
+}
+
+/// The rows a question retrieves, with each one's unit, row and focus.
+fn fused_rows(kb: &Kb, config: &QueryConfig, question: &str, entities: &[&str]) -> Vec<(Unit, u32, Option<u32>)> {
+    let entities: Vec<String> = entities.iter().map(|s| s.to_string()).collect();
+    let input = QueryInput { text: question, vector: &QUERY, entities: &entities, entity_vectors: &[] };
+    retrieve(kb, config, OPEN, input).rows.iter().map(|r| (r.unit, r.row, r.focus)).collect()
+}
+
+#[test]
+fn the_fused_assembly_ranks_hyperedges_by_every_module_and_gives_their_windows() {
+    let kb = tiny_kb_indexed();
+    let fused = QueryConfig { assembly: Assembly::Fused, window_k: 0, ..config(Mode::Hybrid, 7, 3) };
+    let q = "When did Quint sign the compact?";
+    let h = Unit::Hyperedge;
+    // Reciprocal ranks (k = 60): h1 is 1st of Mara Quint's facts, 2nd by cosine and 2nd by BM25;
+    // h3 2nd, 4th and 1st; h0 and h2 are 1st and 3rd by cosine only (h4's cosine is below τ_EH).
+    // Edges weigh 0 by default.
+    assert_eq!(fused_rows(&kb, &fused, q, &["Mara Quint"]), [(h, 1, None), (h, 3, None), (h, 0, None), (h, 2, None)]);
+    let input = QueryInput { text: q, vector: &QUERY, entities: &["Mara Quint".to_owned()], entity_vectors: &[] };
+    let scores: Vec<f32> = retrieve(&kb, &fused, OPEN, input).rows.iter().map(|r| r.score).collect();
+    let rrf = |ranks: &[f32]| ranks.iter().map(|r| 1.0 / (60.0 + r)).sum::<f32>();
+    assert!((scores[0] - rrf(&[1.0, 2.0, 2.0])).abs() < 1e-6, "{scores:?}");
+    assert!((scores[1] - rrf(&[2.0, 4.0, 1.0])).abs() < 1e-6, "{scores:?}");
+    // Without entity retrieval, cosine and BM25 decide (h1: 2nd and 2nd, ahead of h3: 4th and
+    // 1st); without either, cosine alone; weights move the fusion.
+    let no_entities = QueryConfig { entities: false, ..fused.clone() };
+    assert_eq!(fused_rows(&kb, &no_entities, q, &[]), [(h, 1, None), (h, 3, None), (h, 0, None), (h, 2, None)]);
+    let cosine_only = QueryConfig { lexical: false, ..no_entities.clone() };
+    assert_eq!(fused_rows(&kb, &cosine_only, q, &[]), [(h, 0, None), (h, 1, None), (h, 2, None), (h, 3, None)]);
+    assert_eq!(super::variant(&cosine_only), "hybrid w/o EnR+BR+LR");
+    let lexical_first = QueryConfig { weights: FusionWeights { lexical: 3.0, ..fused.weights }, ..fused.clone() };
+    assert_eq!(fused_rows(&kb, &lexical_first, q, &["Mara Quint"])[0], (h, 3, None));
+    // Edges weighing 1: the hyperedges behind g0 (h0) and g1 (h1) gain a rank each.
+    let with_edges = QueryConfig { weights: FusionWeights { edges: 1.0, ..fused.weights }, ..fused.clone() };
+    let input = QueryInput { text: q, vector: &QUERY, entities: &["Mara Quint".to_owned()], entity_vectors: &[] };
+    let r = retrieve(&kb, &with_edges, OPEN, input);
+    assert!((r.rows[0].score - rrf(&[1.0, 2.0, 2.0, 2.0])).abs() < 1e-6, "{:?}", r.rows);
+    // Windows: each hyperedge with its neighbours in the document (`window_k` a side), or, with
+    // `window_in = cluster`, its fellow members of its cluster (c0 holds h0 and h1, c1 holds h3;
+    // h2 is in none and takes its document neighbours).
+    let windows = QueryConfig { window_k: 1, ..fused.clone() };
+    let p = Unit::Passage;
+    assert_eq!(fused_rows(&kb, &windows, q, &["Mara Quint"]), [(p, 0, None), (p, 2, None), (p, 0, None), (p, 1, None)]);
+    let in_clusters = QueryConfig { window_in: WindowIn::Cluster, ..windows.clone() };
+    let c = Unit::Cluster;
+    assert_eq!(
+        fused_rows(&kb, &in_clusters, q, &["Mara Quint"]),
+        [(c, 0, Some(1)), (c, 1, Some(3)), (c, 0, Some(0)), (p, 1, None)]
+    );
+    // In the context, windows that overlap or touch are one passage, each sentence once.
+    let counter = TokenCounter::cl100k();
+    let r = retrieve(&kb, &windows, OPEN, input);
+    let context = Context::assemble_with(&kb, &r.rows, 0, windows.merges(), &counter);
+    let texts: Vec<&str> = context.evidence.iter().map(|e| e.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        ["The Velda Basin Authority (VBA) runs the Harlow gauge. Mara Quint chairs the VBA. \
+             The gauge measured 7.9 cubic metres per second in August. Quint signed the compact in 2009. \
+             Rain fell in May."]
+    );
+    assert_eq!(context.evidence[0].spans.len(), 1);
+    assert_eq!(context.evidence[0].pieces.len(), 5, "each sentence stays a piece of its own");
+    // A cluster window: the member and `len` members a side; the whole cluster without `len`.
+    let window = |focus: u32, len: u32| {
+        let r = Retrieved { unit: Unit::Cluster, row: 0, score: 1.0, len, tier: 0, focus: Some(focus) };
+        Context::assemble(&kb, &[r], 0, &counter).evidence[0].text.clone()
+    };
+    assert_eq!(window(0, 1), "The Velda Basin Authority (VBA) runs the Harlow gauge. Mara Quint chairs the VBA.");
+    assert_eq!(window(0, 0), kb.clusters.text.value(0));
+}
+
+#[test]
+fn a_question_that_follows_a_relation_weighs_entities_and_bridges_more() {
+    let kb = tiny_kb_indexed();
+    // Entities weigh so little that h2 (3rd by cosine) stays ahead of h3 (4th by cosine, 2nd of
+    // Mara Quint's facts) unless the question follows a relation (`father of …`).
+    let weights = FusionWeights { entities: 0.01, lexical: 0.0, ..FusionWeights::default() };
+    let c = QueryConfig { assembly: Assembly::Fused, window_k: 0, weights, ..config(Mode::Hybrid, 7, 3) };
+    let order = |q: &str| -> Vec<u32> {
+        let entities = ["Mara Quint".to_owned()];
+        let input = QueryInput { text: q, vector: &QUERY, entities: &entities, entity_vectors: &[] };
+        retrieve(&kb, &c, OPEN, input).rows.iter().map(|r| r.row).filter(|r| [2, 3].contains(r)).collect()
+    };
+    assert_eq!(order("Where was Mara Quint born?"), [2, 3]);
+    assert_eq!(order("Where was the father of Mara Quint born?"), [3, 2]);
+    assert_eq!(order("Where was Mara Quint's mother-in-law born?"), [3, 2]);
+    let unboosted = QueryConfig { hop_boost: 1.0, ..c.clone() };
+    let entities = ["Mara Quint".to_owned()];
+    let input = QueryInput {
+        text: "Where was the father of Mara Quint born?",
+        vector: &QUERY,
+        entities: &entities,
+        entity_vectors: &[],
+    };
+    let rows: Vec<u32> =
+        retrieve(&kb, &unboosted, OPEN, input).rows.iter().map(|r| r.row).filter(|r| [2, 3].contains(r)).collect();
+    assert_eq!(rows, [2, 3]);
+}
+
+#[test]
+fn the_fused_assembly_fills_a_cap_after_what_its_breadths_give() {
+    let kb = tiny_kb_indexed();
+    // N_EH = 1: cosine's first (h0) and BM25's first (h3) are what the breadths give; every rank
+    // of the pools counts, so h3 (4th by cosine as well) comes first. Filling, the rest follows
+    // as tier 1.
+    let c = QueryConfig {
+        assembly: Assembly::Fused,
+        clusters: false,
+        entities: false,
+        window_k: 0,
+        ..config(Mode::Hybrid, 1, 0)
+    };
+    let input =
+        QueryInput { text: "When did Quint sign the compact?", vector: &QUERY, entities: &[], entity_vectors: &[] };
+    let tiers = |c: &QueryConfig| -> Vec<(u32, u8)> {
+        retrieve(&kb, c, OPEN, input).rows.iter().map(|r| (r.row, r.tier)).collect()
+    };
+    assert_eq!(tiers(&c), [(3, 0), (0, 0)]);
+    let filling = QueryConfig { fill: true, max_context_tokens: 1000, ..c.clone() };
+    assert_eq!(tiers(&filling), [(3, 0), (0, 0), (1, 1), (2, 1)]);
 }
 
 /// `kb` plus a second document, titled "Mara Quint": entity e3 (same name as e1) with hyperedge
@@ -228,7 +357,7 @@ fn sentence_windows_widen_merge_and_stay_in_their_document() {
     // In the context, overlapping or touching windows are one passage, each sentence once.
     let counter = TokenCounter::cl100k();
     let c = QueryConfig { window_k: 1, ..config(Mode::SentenceWindow, 2, 1) };
-    let input = QueryInput { vector: &QUERY, entities: &[], entity_vectors: &[] };
+    let input = QueryInput { text: "", vector: &QUERY, entities: &[], entity_vectors: &[] };
     let r = retrieve(&kb, &c, OPEN, input);
     let context = Context::assemble_with(&kb, &r.rows, 0, true, &counter);
     assert_eq!(context.evidence.len(), 1);
@@ -259,7 +388,7 @@ fn filling_a_cap_takes_evidence_past_the_breadths() {
     let q = ["Velda Basin Authority"];
     let counter = TokenCounter::cl100k();
     let tokens = |c: &QueryConfig| {
-        let input = QueryInput { vector: &QUERY, entities: &[q[0].to_owned()], entity_vectors: &[] };
+        let input = QueryInput { text: "", vector: &QUERY, entities: &[q[0].to_owned()], entity_vectors: &[] };
         let r = retrieve(&kb, c, OPEN, input);
         Context::assemble(&kb, &r.rows, c.max_context_tokens, &counter).evidence.len()
     };
@@ -277,7 +406,7 @@ fn filling_a_cap_takes_evidence_past_the_breadths() {
 fn merged_contexts_say_each_thing_once() {
     let kb = tiny_kb();
     let counter = TokenCounter::cl100k();
-    let at = |unit, row, score| Retrieved { unit, row, score, len: 1, tier: 0 };
+    let at = |unit, row, score| Retrieved { unit, row, score, len: 1, tier: 0, focus: None };
     // h0 ranks first; the cluster holding it and h1 comes next; then h2, which touches h1.
     let rows =
         [at(Unit::Hyperedge, 0, 0.95), at(Unit::Cluster, 0, 0.95), at(Unit::Hyperedge, 2, 0.6), at(Unit::Edge, 0, 0.5)];
@@ -320,18 +449,18 @@ fn toggles_reproduce_the_ablation_rows() {
     assert_eq!(
         with(|_| {}),
         (
-            "hybrid".into(),
+            "hybrid-paper".into(),
             vec!["e1", "c0", "c1", "h0", "h1", "h2", "h3", "g0"].into_iter().map(String::from).collect::<Vec<_>>()
         )
     );
     // w/o HR: clusters are still found through the scanned hyperedges.
     assert_eq!(
         with(|c| c.hyperedges = false),
-        ("hybrid w/o HR".into(), ["e1", "c0", "c1", "g0"].map(String::from).to_vec())
+        ("hybrid-paper w/o HR".into(), ["e1", "c0", "c1", "g0"].map(String::from).to_vec())
     );
     assert_eq!(
         with(|c| c.clusters = false),
-        ("hybrid w/o SSC".into(), ["e1", "h0", "h1", "h2", "h3", "g0"].map(String::from).to_vec())
+        ("hybrid-paper w/o SSC".into(), ["e1", "h0", "h1", "h2", "h3", "g0"].map(String::from).to_vec())
     );
     assert_eq!(with(|c| c.edges = false).1, ["e1", "c0", "c1", "h0", "h1", "h2", "h3"]);
     assert_eq!(with(|c| c.entities = false).1, ["c0", "c1", "h0", "h1", "h2", "h3", "g0"]);
@@ -341,7 +470,7 @@ fn toggles_reproduce_the_ablation_rows() {
             c.clusters = false;
             c.edges = false;
         }),
-        ("hybrid w/o HR+SSC+ER".into(), vec!["e1".to_owned()])
+        ("hybrid-paper w/o HR+SSC+ER".into(), vec!["e1".to_owned()])
     );
     assert_eq!(
         with(|c| {
@@ -464,11 +593,11 @@ fn context_is_deduplicated_ranked_cited_and_trimmed() {
     let kb = tiny_kb();
     let counter = TokenCounter::cl100k();
     let rows = [
-        Retrieved { unit: Unit::Hyperedge, row: 1, score: 0.8, len: 1, tier: 0 },
-        Retrieved { unit: Unit::Cluster, row: 0, score: 0.95, len: 1, tier: 0 },
-        Retrieved { unit: Unit::Hyperedge, row: 0, score: 0.95, len: 1, tier: 0 },
-        Retrieved { unit: Unit::Hyperedge, row: 1, score: 0.8, len: 1, tier: 0 },
-        Retrieved { unit: Unit::Edge, row: 0, score: 0.9, len: 1, tier: 0 },
+        Retrieved { unit: Unit::Hyperedge, row: 1, score: 0.8, len: 1, tier: 0, focus: None },
+        Retrieved { unit: Unit::Cluster, row: 0, score: 0.95, len: 1, tier: 0, focus: None },
+        Retrieved { unit: Unit::Hyperedge, row: 0, score: 0.95, len: 1, tier: 0, focus: None },
+        Retrieved { unit: Unit::Hyperedge, row: 1, score: 0.8, len: 1, tier: 0, focus: None },
+        Retrieved { unit: Unit::Edge, row: 0, score: 0.9, len: 1, tier: 0, focus: None },
     ];
     let full = Context::assemble(&kb, &rows, 0, &counter);
     let order: Vec<(&str, &str)> = full.evidence.iter().map(|e| (e.unit.name(), e.id.as_str())).collect();
@@ -477,7 +606,7 @@ fn context_is_deduplicated_ranked_cited_and_trimmed() {
     let ids = |rows: &[Retrieved]| {
         Context::assemble(&kb, rows, 0, &counter).evidence.iter().map(|e| e.id.clone()).collect::<Vec<_>>()
     };
-    let at = |unit, row, score| Retrieved { unit, row, score, len: 1, tier: 0 };
+    let at = |unit, row, score| Retrieved { unit, row, score, len: 1, tier: 0, focus: None };
     assert_eq!(ids(&[at(Unit::Cluster, 0, 0.9), at(Unit::Hyperedge, 1, 0.8), at(Unit::Edge, 1, 0.7)]), ["c0"]);
     // A cluster after one of its members still adds the others.
     assert_eq!(ids(&[at(Unit::Hyperedge, 1, 0.9), at(Unit::Cluster, 0, 0.8), at(Unit::Edge, 1, 0.7)]), ["h1", "c0"]);
@@ -502,7 +631,7 @@ fn context_is_deduplicated_ranked_cited_and_trimmed() {
     assert!(cut.tokens <= budget, "{} > {budget}", cut.tokens);
     // With room for part of the next piece (at least 48 tokens), it is shortened to fill the
     // budget; with less room it is dropped.
-    let long = Retrieved { unit: Unit::Chunk, row: 1, score: 0.5, len: 1, tier: 0 };
+    let long = Retrieved { unit: Unit::Chunk, row: 1, score: 0.5, len: 1, tier: 0, focus: None };
     let with_chunk = [rows[2], long];
     let first = Context::assemble(&kb, &rows[2..3], 0, &counter).tokens;
     let chunk_tokens = Context::assemble(&kb, &[long], 0, &counter).tokens;
@@ -527,7 +656,14 @@ fn extractive_answers_quote_the_best_supported_sentence() {
     let kb = tiny_kb();
     let counter = TokenCounter::cl100k();
     let rows: Vec<Retrieved> = (0..5)
-        .map(|row| Retrieved { unit: Unit::Hyperedge, row, score: 1.0 - row as f32 / 10.0, len: 1, tier: 0 })
+        .map(|row| Retrieved {
+            unit: Unit::Hyperedge,
+            row,
+            score: 1.0 - row as f32 / 10.0,
+            len: 1,
+            tier: 0,
+            focus: None,
+        })
         .collect();
     let context = Context::assemble(&kb, &rows, 0, &counter);
     let check = |question: &str, expected: &str| {
@@ -541,8 +677,12 @@ fn extractive_answers_quote_the_best_supported_sentence() {
     check("When did Quint sign the compact?", "Quint signed the compact in 2009.");
     check("How fast was the flow at the gauge in August?", "The gauge measured 7.9 cubic metres per second in August.");
     // Chunk evidence is split into sentences with exact offsets.
-    let chunk =
-        Context::assemble(&kb, &[Retrieved { unit: Unit::Chunk, row: 1, score: 0.5, len: 1, tier: 0 }], 0, &counter);
+    let chunk = Context::assemble(
+        &kb,
+        &[Retrieved { unit: Unit::Chunk, row: 1, score: 0.5, len: 1, tier: 0, focus: None }],
+        0,
+        &counter,
+    );
     let g = generate::extractive("When did Quint sign the compact?", &chunk, false);
     assert_eq!(g.answer, "Quint signed the compact in 2009.");
     let s = &g.citations[0];

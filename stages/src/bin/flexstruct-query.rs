@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Parser;
 use flexstruct_pipeline::compose;
-use flexstruct_pipeline::config::{Config, Mode};
+use flexstruct_pipeline::config::{Assembly, Config, Mode};
 use flexstruct_pipeline::io::Index;
 use flexstruct_pipeline::io::parquet::{read_doc, string_column};
 use flexstruct_pipeline::query::{self, Answer, Engine, Question};
@@ -63,6 +63,12 @@ struct Args {
     /// Switch off bridge retrieval (BR; the paper's FlexStructRAG has none).
     #[arg(long)]
     no_bridges: bool,
+    /// Switch off lexical retrieval (LR, BM25; fused assembly only).
+    #[arg(long)]
+    no_lexical: bool,
+    /// How hybrid, hypergraph and graph assemble their context: fused (ours) or paper.
+    #[arg(long)]
+    assembly: Option<Assembly>,
     /// Most bridge hyperedges retrieved (N_B).
     #[arg(long)]
     n_b: Option<usize>,
@@ -106,6 +112,8 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
     q.edges &= !args.no_edges;
     q.clusters &= !args.no_clusters;
     q.bridges &= !args.no_bridges;
+    q.lexical &= !args.no_lexical;
+    q.assembly = args.assembly.unwrap_or(q.assembly);
     q.n_b = args.n_b.unwrap_or(q.n_b);
     q.n_eh = args.n_eh.unwrap_or(q.n_eh);
     q.n_e = args.n_e.unwrap_or(q.n_e);

@@ -124,9 +124,12 @@ fn the_ablation_table_and_its_sliding_window_sibling() {
     let out = tmp.path().join("out");
     let r = eval(&["ablate"], &index, &out, &[]);
     let s = summary(&out);
-    assert_eq!(s.len(), 13);
+    assert_eq!(s.len(), 22);
     for label in [
-        "FlexStructRAG + BR (default)",
+        "FlexStructRAG, fused (default)",
+        "fused w/o LR (BM25)",
+        "fused, windows in SSC clusters",
+        "FlexStructRAG + BR, paper assembly",
         "FlexStructRAG (paper)",
         "w/o SW",
         "w/o SSC",
@@ -144,7 +147,9 @@ fn the_ablation_table_and_its_sliding_window_sibling() {
     // Removing modules never adds context.
     let tokens = |k: &str| s[k]["context_tokens_mean"].as_f64().unwrap();
     assert!(tokens("w/o HR+SSC+ER") <= tokens("FlexStructRAG (paper)"));
-    assert!(tokens("FlexStructRAG (paper)") <= tokens("FlexStructRAG + BR (default)"));
+    assert!(tokens("FlexStructRAG (paper)") <= tokens("FlexStructRAG + BR, paper assembly"));
+    // The paper's row and its sibling differ only in the index.
+    assert_eq!(s["w/o SW"]["n"], s["FlexStructRAG (paper)"]["n"]);
     // The base index is untouched by the sibling's rebuild.
     assert!(
         query(&index, "SELECT DISTINCT config FROM manifest WHERE stage = 'extract'")

@@ -45,17 +45,25 @@ pub struct Lexical {
 impl Lexical {
     /// Indexes `texts` (row i is `texts[i]`).
     pub fn build<'a>(texts: impl IntoParallelIterator<Item = &'a str>) -> Lexical {
-        let rows: Vec<Vec<String>> = texts.into_par_iter().map(terms).collect();
+        // Each row's terms, sorted, so that a term's frequency is the length of its run.
+        let rows: Vec<Vec<String>> = texts
+            .into_par_iter()
+            .map(|text| {
+                let mut t = terms(text);
+                t.sort_unstable();
+                t
+            })
+            .collect();
         let mut postings: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
         let mut lengths = Vec::with_capacity(rows.len());
         for (row, terms) in rows.into_iter().enumerate() {
             lengths.push(terms.len() as u32);
-            let mut counts: HashMap<String, u32> = HashMap::new();
-            for t in terms {
-                *counts.entry(t).or_default() += 1;
-            }
-            for (t, n) in counts {
-                postings.entry(t).or_default().push((row as u32, n));
+            for run in terms.chunk_by(|a, b| a == b) {
+                let list = match postings.get_mut(&run[0]) {
+                    Some(list) => list,
+                    None => postings.entry(run[0].clone()).or_default(),
+                };
+                list.push((row as u32, run.len() as u32));
             }
         }
         let total: u64 = lengths.iter().map(|&l| u64::from(l)).sum();

@@ -87,6 +87,15 @@ pub fn match_entities(kb: &Kb, query_entities: &[String]) -> Vec<EntityMatch> {
         .collect()
 }
 
+/// How the question's entities matched, and the entity rows they matched (sorted, once each).
+fn matched_rows(kb: &Kb, query_entities: &[String]) -> (Vec<EntityMatch>, Vec<u32>) {
+    let matches = match_entities(kb, query_entities);
+    let mut rows: Vec<u32> = matches.iter().flat_map(|m| m.rows.iter().copied()).collect();
+    rows.sort_unstable();
+    rows.dedup();
+    (matches, rows)
+}
+
 /// Which modules a query runs: the mode, narrowed by the toggles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Modules {
@@ -291,10 +300,7 @@ fn flexstruct(
     // The matched entity rows, for entity retrieval and as the first hop of bridge retrieval.
     let mut matched: Vec<u32> = Vec::new();
     if modules.entities {
-        out.entity_matches = match_entities(kb, query.entities);
-        matched = out.entity_matches.iter().flat_map(|m| m.rows.iter().copied()).collect();
-        matched.sort_unstable();
-        matched.dedup();
+        (out.entity_matches, matched) = matched_rows(kb, query.entities);
         let scored = kb.entities.vectors.scores(query.vector, &matched);
         out.rows.extend(hits(Unit::Entity, sorted(scored)));
     }
@@ -357,10 +363,7 @@ fn fused(kb: &Kb, config: &QueryConfig, query: QueryInput<'_>, scanned: Scanned)
     let mut rankings: Vec<(Vec<usize>, f32, usize)> = Vec::new();
     let mut matched: Vec<u32> = Vec::new();
     if modules.entities {
-        out.entity_matches = match_entities(kb, query.entities);
-        matched = out.entity_matches.iter().flat_map(|m| m.rows.iter().copied()).collect();
-        matched.sort_unstable();
-        matched.dedup();
+        (out.entity_matches, matched) = matched_rows(kb, query.entities);
         let mut rows: Vec<u32> =
             matched.iter().flat_map(|&e| kb.entity_hyperedges[e as usize].iter().copied()).collect();
         for m in out.entity_matches.iter().filter(|m| m.via != "none") {

@@ -1,6 +1,6 @@
 //! `flexstruct-eval`: answers a question set under several retrieval variants and scores it
 //! (EM, F1, GE with an LLM judge, answer/evidence/document recall, context tokens, latency);
-//! runs the paper's ablation table and sensitivity sweeps; prints the cost table of an index.
+//! runs the ablation table and sensitivity sweeps; prints the cost table of an index.
 //! Flags and printing only: the evaluations are `flexstruct_pipeline::eval::suite`.
 
 use std::path::PathBuf;
@@ -31,8 +31,8 @@ struct Cli {
 enum Command {
     /// Every given mode side by side.
     Run(RunArgs),
-    /// The paper's ablation table: module toggles on the index, and w/o SW on a sibling index
-    /// rebuilt with the sliding window off.
+    /// The ablation table: the fused assembly's pieces, then the paper's module toggles on the
+    /// index, and w/o SW on a sibling index rebuilt with the sliding window off.
     Ablate(Common),
     /// A sensitivity sweep of N_EH, N_E (query time) or τ_s, τ_e (sibling indexes rebuilt from
     /// the affected stage).

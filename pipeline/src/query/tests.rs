@@ -156,7 +156,9 @@ fn fused_rows(kb: &Kb, config: &QueryConfig, question: &str, entities: &[&str]) 
 #[test]
 fn the_fused_assembly_ranks_hyperedges_by_every_module_and_gives_their_windows() {
     let kb = tiny_kb_indexed();
-    let fused = QueryConfig { assembly: Assembly::Fused, window_k: 0, ..config(Mode::Hybrid, 7, 3) };
+    // Every module weighing 1 (BM25 weighs 2 by default), so that the ranks below add up simply.
+    let weights = FusionWeights { lexical: 1.0, ..FusionWeights::default() };
+    let fused = QueryConfig { assembly: Assembly::Fused, window_k: 0, weights, ..config(Mode::Hybrid, 7, 3) };
     let q = "When did Quint sign the compact?";
     let h = Unit::Hyperedge;
     // Reciprocal ranks (k = 60): h1 is 1st of Mara Quint's facts, 2nd by cosine and 2nd by BM25;
@@ -255,6 +257,7 @@ fn the_fused_assembly_fills_a_cap_after_what_its_breadths_give() {
         clusters: false,
         entities: false,
         window_k: 0,
+        weights: FusionWeights { lexical: 1.0, ..FusionWeights::default() },
         ..config(Mode::Hybrid, 1, 0)
     };
     let input =

@@ -107,6 +107,20 @@ const RELATION_STEMS: &[(&str, &[&str])] = &[
     ("founded", &["found", "establish"]),
 ];
 
+/// `text` lowercased where that keeps every byte offset (a character whose lowercase is longer,
+/// as `İ`'s, stays as it is), so that positions found in it index `text` too.
+fn lowercase_in_place(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            let mut lower = c.to_lowercase();
+            match (lower.next(), lower.next()) {
+                (Some(l), None) if l.len_utf8() == c.len_utf8() => l,
+                _ => c,
+            }
+        })
+        .collect()
+}
+
 fn lower_words(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
 }
@@ -362,7 +376,7 @@ const SPOUSE_CUES: &[&str] = &[
 
 /// The hops a question's words name, with the byte offset of each phrase.
 pub(super) fn hop_phrases(question: &str) -> Vec<(usize, Vec<Hop>)> {
-    let lower = question.to_lowercase();
+    let lower = lowercase_in_place(question);
     let words: Vec<(usize, usize)> = word_spans(&lower);
     let word = |k: usize| words.get(k).map_or("", |&(s, e)| &lower[s..e]);
     let mut out = Vec::new();
@@ -498,7 +512,7 @@ impl<'s, 'a> Facts<'s, 'a> {
         };
         for i in self.about(name) {
             let text = self.text(i);
-            let lower = text.to_lowercase();
+            let lower = lowercase_in_place(text);
             let found = mentions(text, 0..text.len(), &HashSet::new());
             // Names, a mention of several (`A of B and C D`) taken apart at ` and `.
             let names: Vec<(usize, usize)> = found
@@ -699,7 +713,7 @@ impl<'s, 'a> Facts<'s, 'a> {
         let mut best: Option<(f32, Short)> = None;
         for &i in candidates.iter().take(CANDIDATE_SENTENCES) {
             let text = self.text(i);
-            let lower = text.to_lowercase();
+            let lower = lowercase_in_place(text);
             // Where the question's content words stand in the sentence.
             let shared: Vec<(usize, usize)> = word_spans(text)
                 .into_iter()
@@ -870,7 +884,7 @@ fn typed_spans(asked: &Asked, sentence: &str) -> Vec<(usize, usize)> {
         }
     }
     if *asked == Asked::Cause {
-        let lower = sentence.to_lowercase();
+        let lower = lowercase_in_place(sentence);
         for cue in
             ["died of ", "died from ", "due to ", "because of ", "cause of death was ", "death from ", "succumbed to "]
         {
@@ -1172,6 +1186,17 @@ mod tests {
         // A span the question already holds is not an answer.
         let s = sentences(&["Rafael Ortiz chaired the talks."]);
         assert!(short_answer("Who did Rafael Ortiz meet?", &[], &s).is_none());
+    }
+
+    #[test]
+    fn offsets_survive_letters_whose_lowercase_is_longer() {
+        assert_eq!(lowercase_in_place("İstanbul ÄB"), "İstanbul äb");
+        let s = sentences(&["İlse Varga was born in İzmir on 3 May 1901 and died of a fever in Kırşehir."]);
+        assert!(short_answer("When was İlse Varga born?", &["İlse Varga".to_owned()], &s).is_some());
+        assert!(short_answer("Why did İlse Varga die?", &[], &s).is_some());
+        assert!(
+            short_answer("Where was the director of İzmir Nights born?", &["İzmir Nights".to_owned()], &s).is_some()
+        );
     }
 
     #[test]

@@ -78,8 +78,8 @@ impl std::fmt::Display for Mode {
     }
 }
 
-/// How a FlexStructRAG mode (hybrid, hypergraph, graph) turns what its modules retrieve into a
-/// context.
+/// How hybrid and hypergraph turn what their modules retrieve into a context (graph always as
+/// the paper).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Assembly {

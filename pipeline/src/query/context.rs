@@ -94,8 +94,7 @@ fn evidence(kb: &Kb, r: &Retrieved) -> Evidence {
                     let k = r.len as usize;
                     let window = &members[at.saturating_sub(k)..(at + k + 1).min(members.len())];
                     let pieces: Vec<Piece> = window.iter().map(|&h| hyperedge_piece(h as usize)).collect();
-                    let text = pieces.iter().map(|p| p.text.trim()).collect::<Vec<_>>().join(" ");
-                    return finish(r, c.id.value(row).to_owned(), c.doc_id.value(row), text, pieces);
+                    return finish(r, c.id.value(row).to_owned(), c.doc_id.value(row), joined(&pieces), pieces);
                 }
                 None => {
                     let pieces = members.iter().map(|&h| hyperedge_piece(h as usize)).collect();
@@ -107,9 +106,8 @@ fn evidence(kb: &Kb, r: &Retrieved) -> Evidence {
             let h = &kb.hyperedges;
             let members = row..row + r.len.max(1) as usize;
             let pieces: Vec<Piece> = members.clone().map(hyperedge_piece).collect();
-            let text = pieces.iter().map(|p| p.text.trim()).collect::<Vec<_>>().join(" ");
             let id = format!("{}..{}", h.id.value(row), h.id.value(members.end - 1));
-            return finish(r, id, h.doc_id.value(row), text, pieces);
+            return finish(r, id, h.doc_id.value(row), joined(&pieces), pieces);
         }
         Unit::Chunk => {
             let c = &kb.chunks;
@@ -120,6 +118,11 @@ fn evidence(kb: &Kb, r: &Retrieved) -> Evidence {
         }
     };
     finish(r, id.to_owned(), doc_id, text, pieces)
+}
+
+/// The text of consecutive pieces: each trimmed, joined by a space.
+fn joined(pieces: &[Piece]) -> String {
+    pieces.iter().map(|p| p.text.trim()).filter(|t| !t.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
 fn finish(r: &Retrieved, id: String, doc_id: &str, text: String, pieces: Vec<Piece>) -> Evidence {

@@ -361,23 +361,18 @@ fn fused(kb: &Kb, config: &QueryConfig, query: QueryInput<'_>, scanned: Scanned)
     let mut out = Retrieval::default();
     // Each module's ranking, with its weight and the breadth within which it is tier 0.
     let mut rankings: Vec<(Vec<usize>, f32, usize)> = Vec::new();
-    let mut matched: Vec<u32> = Vec::new();
+    let mut named = Named::default();
     if modules.entities {
+        let matched;
         (out.entity_matches, matched) = matched_rows(kb, query.entities);
-        let mut rows: Vec<u32> =
-            matched.iter().flat_map(|&e| kb.entity_hyperedges[e as usize].iter().copied()).collect();
-        for m in out.entity_matches.iter().filter(|m| m.via != "none") {
-            rows.extend(kb.by_title.get(&normalize(&m.query)).into_iter().flatten().copied());
-        }
-        rows.sort_unstable();
-        rows.dedup();
-        let mut ranked = sorted(kb.hyperedges.vectors.scores(query.vector, &rows));
+        named = Named::of(kb, &matched);
+        let mut ranked = sorted(kb.hyperedges.vectors.scores(query.vector, &named.hyperedges));
         ranked.truncate(pool.hyperedges);
         rankings.push((ranked.into_iter().map(|h| h.row).collect(), w.entities * boost, config.n_eh));
     }
     if modules.bridges {
         let first = &scanned.hyperedges[..config.n_eh.min(scanned.hyperedges.len())];
-        let candidates = bridge_candidates(kb, query.vector, &matched, first);
+        let candidates = bridge_candidates(kb, query.vector, &named, first);
         let rows: Vec<u32> = candidates.iter().map(|c| c.0).collect();
         let cosines = kb.hyperedges.vectors.scores(query.vector, &rows);
         let scored = cosines.into_iter().zip(&candidates).map(|(h, c)| Hit { score: h.score + c.1, ..h }).collect();
@@ -453,9 +448,45 @@ pub const MAX_BRIDGE_NODES: usize = 64;
 /// best above `threshold` are retrieved. Numbers and dates are not followed, nor hub names
 /// (more than [`MAX_BRIDGE_NODES`] nodes).
 fn bridges(kb: &Kb, query: &[f32], matched: &[u32], found: &[Hit], threshold: f32, n: usize) -> Vec<Hit> {
-    let candidates: Vec<u32> = bridge_candidates(kb, query, matched, found).into_iter().map(|(h, _)| h).collect();
+    let named = Named::of(kb, matched);
+    let candidates: Vec<u32> = bridge_candidates(kb, query, &named, found).into_iter().map(|(h, _)| h).collect();
     let scored = kb.hyperedges.vectors.scores(query, &candidates);
     flexstruct_scan::keep_best(scored.into_iter().filter(|h| h.score > threshold).collect(), n)
+}
+
+/// The hyperedge rows of the documents titled `name` (normalised).
+fn titled<'a>(kb: &'a Kb, name: &str) -> impl Iterator<Item = u32> + 'a {
+    kb.by_title.get(name).into_iter().flatten().copied()
+}
+
+/// Pushes `h` onto `rows` unless `seen` marks it, and marks it.
+fn mark(seen: &mut [bool], rows: &mut Vec<u32>, h: u32) {
+    if !std::mem::replace(&mut seen[h as usize], true) {
+        rows.push(h);
+    }
+}
+
+/// What a question names: the normalised names of its matched entities (sorted, once each), and
+/// the hyperedges of those entities and of the documents titled with their names, each once.
+#[derive(Debug, Default)]
+struct Named<'a> {
+    names: Vec<&'a str>,
+    hyperedges: Vec<u32>,
+}
+
+impl<'a> Named<'a> {
+    fn of(kb: &'a Kb, matched: &[u32]) -> Named<'a> {
+        let mut names: Vec<&str> = matched.iter().map(|&e| kb.entities.norm_name.value(e as usize)).collect();
+        names.sort_unstable();
+        names.dedup();
+        let mut seen = vec![false; kb.hyperedge_entities.len()];
+        let mut hyperedges = Vec::new();
+        let titled = names.iter().flat_map(|name| titled(kb, name));
+        for h in matched.iter().flat_map(|&e| kb.entity_hyperedges[e as usize].iter().copied()).chain(titled) {
+            mark(&mut seen, &mut hyperedges, h);
+        }
+        Named { names, hyperedges }
+    }
 }
 
 /// What a bridge candidate in the document titled with its neighbour's name (the neighbour's
@@ -467,30 +498,18 @@ const OWN_ARTICLE_LINK: f32 = 0.2;
 /// fact is that leads to it: `… directed by Clarence Brown` for the director of the film asked
 /// about, before `… released by Universal Pictures`), plus [`OWN_ARTICLE_LINK`] in the
 /// neighbour's own article.
-fn bridge_candidates(kb: &Kb, query: &[f32], matched: &[u32], found: &[Hit]) -> Vec<(u32, f32)> {
+fn bridge_candidates(kb: &Kb, query: &[f32], named: &Named<'_>, found: &[Hit]) -> Vec<(u32, f32)> {
     // Sets as marks over the rows, not tree or hash sets: this runs per question, its lists
     // run to thousands of hyperedges on long documents, and the dev profile leaves this crate
     // unoptimised (sorting 3,000 ids there took 1.3 ms).
     let names = &kb.entities.norm_name;
-    let mut own: Vec<&str> = matched.iter().map(|&e| names.value(e as usize)).collect();
-    own.sort_unstable();
-    own.dedup();
+    let own = &named.names;
     let mut seen = vec![false; kb.hyperedge_entities.len()];
-    let mut first_hop = Vec::new();
-    let mark = |seen: &mut [bool], rows: &mut Vec<u32>, h: u32| {
-        if !std::mem::replace(&mut seen[h as usize], true) {
-            rows.push(h);
-        }
-    };
-    let titled = |name: &str| kb.by_title.get(name).into_iter().flatten().copied();
-    for h in matched
-        .iter()
-        .flat_map(|&e| kb.entity_hyperedges[e as usize].iter().copied())
-        .chain(own.iter().flat_map(|name| titled(name)))
-    {
-        mark(&mut seen, &mut first_hop, h);
+    let mut first_hop = named.hyperedges.clone();
+    for &h in &first_hop {
+        seen[h as usize] = true;
     }
-    if matched.is_empty() {
+    if own.is_empty() {
         for h in found {
             mark(&mut seen, &mut first_hop, h.row as u32);
         }
@@ -521,7 +540,7 @@ fn bridge_candidates(kb: &Kb, query: &[f32], matched: &[u32], found: &[Hit]) -> 
     for (name, link) in neighbours {
         let nodes = kb.by_name.get(name).filter(|nodes| nodes.len() <= MAX_BRIDGE_NODES).into_iter().flatten();
         let nodes = nodes.flat_map(|&e| kb.entity_hyperedges[e as usize].iter().map(move |&h| (h, link)));
-        for (h, link) in nodes.chain(titled(name).map(|h| (h, link + OWN_ARTICLE_LINK))) {
+        for (h, link) in nodes.chain(titled(kb, name).map(|h| (h, link + OWN_ARTICLE_LINK))) {
             mark(&mut seen, &mut candidates, h);
             let best = link_of.entry(h).or_insert(f32::MIN);
             *best = best.max(link);

@@ -37,7 +37,7 @@ EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONF
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help build model demo lint test bench ingest chunk extract hypergraph graph embed cluster merge index query eval ablate sweep qa-index sql clean
+.PHONY: help build model demo lint test fuzz bench ingest chunk extract hypergraph graph embed cluster merge index query eval ablate sweep qa-index sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -97,6 +97,10 @@ lint: ## Check formatting (rustfmt) and lints (clippy, warnings are errors) of e
 
 test: model lint ## Lint, then build and run the whole test suite (what CI runs)
 	$(CARGO) test --workspace
+
+FUZZ_CASES ?= 20000
+fuzz: ## Property-based fuzzing of the parsers users feed (corpus readers, LLM answers, chunker, config): FUZZ_CASES cases each (make test runs 64)
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test -p flexstruct-pipeline --lib fuzz_ -- --nocapture
 
 bench: build model ## Time every stage and a question batch per mode on QA=<set> (wall time, peak memory, statistics), then the LLM client's throughput
 	$(CARGO) build --examples -p flexstruct-pipeline

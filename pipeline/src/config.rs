@@ -7,7 +7,8 @@
 //! Sources, later ones winning: built-in defaults (the paper's values), a TOML file
 //! (`--config FILE`), and environment variables `FLEXSTRUCT_<SECTION>__<KEY>`, e.g.
 //! `FLEXSTRUCT_CHUNK__CT_MAX=800`. Variables without a double underscore (`FLEXSTRUCT_INDEX`,
-//! `FLEXSTRUCT_QUIET`, …) are the twins of command-line flags and are not read here.
+//! `FLEXSTRUCT_QUIET`, …) are the twins of command-line flags and are not read here; any other
+//! `FLEXSTRUCT_` variable is refused ([`FLAG_VARIABLES`]), since it would otherwise be ignored.
 //!
 //! ```toml
 //! [index]
@@ -89,6 +90,8 @@ impl Config {
         figment = figment.merge(Env::prefixed(ENV_PREFIX).filter(|k| k.as_str().contains("__")).split("__"));
         let config: Config = figment.extract().map_err(|e| Error::ConfigLoad(Box::new(e)))?;
         config.validate()?;
+        let secrets = [config.embed.api_key_env.as_str(), config.llm.as_ref().map_or("", |l| l.api_key_env.as_str())];
+        check_env_names(std::env::vars().map(|(k, _)| k).filter(|k| !secrets.contains(&k.as_str())))?;
         Ok(config)
     }
 
@@ -98,6 +101,8 @@ impl Config {
         self.ingest.validate()?;
         self.chunk.validate()?;
         self.extract.validate()?;
+        self.hypergraph.validate()?;
+        self.embed.validate()?;
         self.cluster.validate()?;
         self.query.validate()?;
         if let Some(llm) = &self.llm {
@@ -108,6 +113,43 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// The `FLEXSTRUCT_*` variables that are twins of command-line flags (not configuration).
+pub const FLAG_VARIABLES: &[&str] = &[
+    "INDEX",
+    "CONFIG",
+    "SHARD",
+    "QUIET",
+    "THREADS",
+    "CORPUS",
+    "SPLIT",
+    "MAX_CONTEXT_TOKENS",
+    "SQL_MEMORY_MB",
+    "SQL_TIMEOUT",
+    // The switch of the sqllogictest runner that rewrites expected output (a test tool).
+    "SLT_COMPLETE",
+];
+
+/// Refuses a `FLEXSTRUCT_` variable that is neither a flag's twin nor a `SECTION__KEY` override
+/// (e.g. `FLEXSTRUCT_CHUNK_CT_MAX`, one underscore short), which would otherwise be ignored. The
+/// variables the configuration names as holding API keys are not checked.
+fn check_env_names(names: impl Iterator<Item = String>) -> Result<()> {
+    for name in names {
+        let Some(rest) = name.strip_prefix(ENV_PREFIX) else { continue };
+        if rest.contains("__") || FLAG_VARIABLES.contains(&rest) {
+            continue;
+        }
+        let hint = match rest.split_once('_') {
+            Some((section, key)) => format!(" (a configuration override is {ENV_PREFIX}{section}__{key})"),
+            None => String::new(),
+        };
+        return Err(Error::config(
+            name.clone(),
+            format!("unknown variable{hint}; flag variables are {ENV_PREFIX}{}", FLAG_VARIABLES.join(", ")),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -166,5 +208,93 @@ mod tests {
             assert!(chain_message(&Config::load(None).unwrap_err()).contains("sometimes"));
             Ok(())
         });
+    }
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// A TOML value of any type.
+        fn value() -> impl Strategy<Value = String> {
+            prop_oneof![
+                any::<i64>().prop_map(|v| v.to_string()),
+                any::<f64>().prop_map(|v| if v.is_finite() { format!("{v:?}") } else { "nan".into() }),
+                any::<bool>().prop_map(|v| v.to_string()),
+                any::<String>().prop_map(|v| toml_string(&v)),
+                Just("[1, \"a\"]".to_owned()),
+                Just("{ x = 1 }".to_owned()),
+                Just("-0".to_owned()),
+                Just("1e999".to_owned()),
+            ]
+        }
+
+        fn toml_string(s: &str) -> String {
+            serde_json::to_string(s).unwrap_or_default()
+        }
+
+        /// Sections and keys this configuration has, beside unknown ones.
+        fn section() -> impl Strategy<Value = String> {
+            let sections = [
+                "index",
+                "ingest",
+                "chunk",
+                "extract",
+                "hypergraph",
+                "graph",
+                "embed",
+                "cluster",
+                "query",
+                "backends",
+                "llm",
+                "query.weights",
+                "nope",
+            ];
+            let keys = [
+                "buckets",
+                "ct_min",
+                "ct_max",
+                "tau_s",
+                "tau_e",
+                "model",
+                "batch_size",
+                "alpha",
+                "min_cluster_size",
+                "max_window",
+                "max_context_tokens",
+                "mode",
+                "rrf_k",
+                "lexical",
+                "all",
+                "base_url",
+                "max_tokens",
+                "unknown",
+            ];
+            (
+                prop::sample::select(sections.to_vec()),
+                prop::collection::vec((prop::sample::select(keys.to_vec()), value()), 0..5),
+            )
+                .prop_map(|(section, pairs)| {
+                    let body: String = pairs.into_iter().map(|(k, v)| format!("{k} = {v}\n")).collect();
+                    format!("[{section}]\n{body}")
+                })
+        }
+
+        proptest! {
+            #![proptest_config(crate::fuzz_config())]
+
+            #[test]
+            fn fuzz_config_files_load_or_say_what_is_wrong(
+                sections in prop::collection::vec(section(), 0..4),
+                junk in prop_oneof![4 => Just(String::new()), 1 => any::<String>()],
+            ) {
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("c.toml");
+                std::fs::write(&path, format!("{}{junk}", sections.concat())).unwrap();
+                match Config::load(Some(&path)) {
+                    Ok(config) => prop_assert!(config.validate().is_ok()),
+                    Err(e) => prop_assert!(!chain_message(&e).is_empty()),
+                }
+            }
+        }
     }
 }

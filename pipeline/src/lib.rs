@@ -43,4 +43,13 @@ pub mod query;
 pub mod rules;
 pub mod stages;
 
+/// Settings of the property-based fuzzing of the parsers users feed (the `fuzz_*` tests beside
+/// each parser): 64 cases each in `make test`, `PROPTEST_CASES` of them in `make fuzz`. A failing
+/// case is kept by proptest in `proptest-regressions/` beside the test and replayed first.
+#[cfg(test)]
+pub(crate) fn fuzz_config() -> proptest::test_runner::Config {
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64);
+    proptest::test_runner::Config { cases, ..proptest::test_runner::Config::default() }
+}
+
 pub use crate::core::{Error, Result};

@@ -23,6 +23,27 @@ use flexstruct_schemas::SchemaError;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
+/// `eprintln!` that never panics: a message for a closed stderr (a pipe whose reader is gone) is
+/// dropped, as Unix tools do, instead of aborting the run with a panic.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// Writes `text` to stdout. A reader that went away (`… | head -2`) ends the process quietly
+/// with exit code 0, as Unix tools do; other write errors are returned.
+pub fn print_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        other => Ok(other?),
+    }
+}
+
 /// Flags every stage binary takes; each has an environment twin.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {
@@ -99,9 +120,9 @@ pub fn exit(result: anyhow::Result<Outcome>) -> ExitCode {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::Partial) => ExitCode::from(1),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            say!("error: {e:#}");
             if let Some(hint) = hint(&e) {
-                eprintln!("hint: {hint}");
+                say!("hint: {hint}");
             }
             ExitCode::from(2)
         }
@@ -123,7 +144,10 @@ pub fn hint(error: &anyhow::Error) -> Option<String> {
                     }
                     IndexProblem::BucketsFixed { .. } => "use a new index folder for another bucket count",
                     IndexProblem::NoKb => "build it with `make index` (or run `make merge` after the other stages)",
-                    IndexProblem::IncompleteKb { .. } => "re-run `make merge`",
+                    IndexProblem::IncompleteKb { .. } | IndexProblem::MixedKb { .. } => "re-run `make merge`",
+                    IndexProblem::StagesIncomplete { .. } => {
+                        "run the stages before merging again (`make index` redoes only what is not up to date)"
+                    }
                     IndexProblem::MissingVectors { .. } => {
                         "run `make embed merge` with that model, or query with the model the index was embedded with"
                     }
@@ -136,6 +160,9 @@ pub fn hint(error: &anyhow::Error) -> Option<String> {
                     "the table was written by another version of flexstruct: rerun the stage that writes it (make <stage>)"
                 }
                 Error::StageFailed { .. } => "rerun to retry the failed units; `SELECT * FROM failures` lists them",
+                e if e.is_resources_exhausted() => {
+                    "raise --memory-limit (MiB), or narrow the query (WHERE, LIMIT, fewer joins)"
+                }
                 _ => continue,
             };
             return Some(hint.to_owned());
@@ -213,6 +240,7 @@ pub fn run_stage<D: Serialize>(
 ) -> anyhow::Result<Outcome> {
     args.threads.init()?;
     let (config, index) = open(args, create_index)?;
+    index.remove_stale_temps()?;
     let prices = config.llm.as_ref().map_or((0.0, 0.0), |l| (l.price_prompt_per_mtok, l.price_completion_per_mtok));
     let bar = Bar::new(name, args.quiet, prices);
     let ctx = RunContext { index, shard: args.shard, progress: &bar };
@@ -229,26 +257,29 @@ const MAX_FAILURES_SHOWN: usize = 20;
 
 fn report<D: Serialize>(m: &StageMetrics<D>, quiet: bool) -> anyhow::Result<()> {
     for f in m.failures.iter().take(MAX_FAILURES_SHOWN) {
-        eprintln!("{}: failed: {f}", m.stage);
+        say!("{}: failed: {f}", m.stage);
     }
     if m.failures.len() > MAX_FAILURES_SHOWN {
-        eprintln!(
-            "{}: … and {} more failures (see the failures table)",
-            m.stage,
-            m.failures.len() - MAX_FAILURES_SHOWN
-        );
+        say!("{}: … and {} more failures (see the failures table)", m.stage, m.failures.len() - MAX_FAILURES_SHOWN);
     }
     if quiet {
         return Ok(());
     }
     let shard = if m.shard == "0/1" { String::new() } else { format!(" [shard {}]", m.shard) };
-    eprintln!(
+    say!(
         "{}{shard}: {} in → {} rows out; {} done, {} up to date, {} failed, {} removed; {:.2} s",
-        m.stage, m.rows_in, m.rows_out, m.units_done, m.units_skipped, m.units_failed, m.units_removed, m.seconds
+        m.stage,
+        m.rows_in,
+        m.rows_out,
+        m.units_done,
+        m.units_skipped,
+        m.units_failed,
+        m.units_removed,
+        m.seconds
     );
     if let serde_json::Value::Object(details) = serde_json::to_value(&m.details)? {
         for (k, v) in &details {
-            eprintln!("{}:   {k}: {v}", m.stage);
+            say!("{}:   {k}: {v}", m.stage);
         }
     }
     Ok(())

@@ -177,6 +177,13 @@ pub enum Error {
     Json(#[from] serde_json::Error),
 }
 
+impl Error {
+    /// Whether DataFusion ran out of the memory its pool allows (a query over its limit).
+    pub fn is_resources_exhausted(&self) -> bool {
+        matches!(self, Error::DataFusion(e) if matches!(e.find_root(), datafusion::error::DataFusionError::ResourcesExhausted(_)))
+    }
+}
+
 /// Why an index folder cannot be used as it is.
 #[derive(Debug, thiserror::Error)]
 pub enum IndexProblem {
@@ -204,6 +211,21 @@ pub enum IndexProblem {
     IncompleteKb {
         /// The missing tables.
         missing: Vec<String>,
+    },
+    /// Per-document stages have not all finished on the same documents.
+    #[error("its stages have not all finished: {}", .problems.join("; "))]
+    StagesIncomplete {
+        /// What is missing or left over, per table.
+        problems: Vec<String>,
+    },
+    /// The kb tables were not all written by one merge (a merge was interrupted).
+    #[error(
+        "the knowledge base mixes the output of different merges ({}): a merge was interrupted",
+        .groups.iter().map(|g| format!("[{g}]")).collect::<Vec<_>>().join(" vs ")
+    )]
+    MixedKb {
+        /// The kb tables, grouped by the merge that wrote them.
+        groups: Vec<String>,
     },
     /// Rows of a kb table have no vector of the configured model.
     #[error("{missing} of {rows} rows of {table} have no vector of embedding model `{model}`")]

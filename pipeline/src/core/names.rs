@@ -30,9 +30,10 @@ pub const TITLES: &[&str] = &[
 ];
 
 /// The identity key of an entity name: lowercase, possessives, titles, leading articles and
-/// punctuation removed (`&` reads as `and`, a decimal point between digits is kept).
+/// punctuation removed (`&` reads as `and`, a decimal point between digits is kept), in Unicode
+/// NFC (a name typed with combining accents is the same key as its composed form).
 pub fn normalize(name: &str) -> String {
-    let lowered = name.to_lowercase().replace('’', "'");
+    let lowered = super::text::nfc(name.to_lowercase()).replace('’', "'");
     let chars: Vec<char> = lowered.chars().collect();
     let mut cleaned = String::with_capacity(lowered.len());
     for (k, &c) in chars.iter().enumerate() {

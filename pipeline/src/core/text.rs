@@ -3,6 +3,15 @@
 
 use std::ops::Range;
 
+use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
+
+/// `s` in Unicode Normalization Form C (composed: `u` + U+0308 becomes `ü`). Every text stored in
+/// an index and every question is in NFC, so that names, keys and spans compare equal however
+/// the input encoded its accents; a string already in NFC (most are) is returned as it is.
+pub fn nfc(s: String) -> String {
+    if is_nfc_quick(s.chars()) == IsNormalized::Yes { s } else { s.nfc().collect() }
+}
+
 /// Words after which a period does not end a sentence.
 const ABBREVIATIONS: &[&str] = &[
     "dr", "mr", "mrs", "ms", "prof", "st", "sr", "jr", "mt", "ft", "no", "vs", "etc", "e.g", "i.e", "cf", "fig", "al",

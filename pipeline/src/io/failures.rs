@@ -27,6 +27,7 @@ pub enum FailureKind {
     InvalidField,
     DuplicateId,
     UnsupportedFile,
+    SymlinkLoop,
     LlmError,
     Unparseable,
 }
@@ -45,6 +46,7 @@ impl FailureKind {
             FailureKind::InvalidField => "invalid_field",
             FailureKind::DuplicateId => "duplicate_id",
             FailureKind::UnsupportedFile => "unsupported_file",
+            FailureKind::SymlinkLoop => "symlink_loop",
             FailureKind::LlmError => "llm_error",
             FailureKind::Unparseable => "unparseable",
         }
@@ -109,6 +111,16 @@ pub fn replace(index: &Index, stage: &str, scope: &str, failures: &[Failure]) ->
 /// Whether `stage` recorded failures for `scope`.
 pub fn any(index: &Index, stage: &str, scope: &str) -> bool {
     part_path(index, stage, scope).exists()
+}
+
+/// The scopes `stage` recorded failures for.
+pub fn scopes(index: &Index, stage: &str) -> Result<Vec<String>> {
+    let prefix = format!("part-{stage}-");
+    Ok(index
+        .parts(Table::Failures)?
+        .iter()
+        .filter_map(|p| p.file_name()?.to_str()?.strip_prefix(&prefix)?.strip_suffix(".parquet").map(str::to_owned))
+        .collect())
 }
 
 fn part_path(index: &Index, stage: &str, scope: &str) -> std::path::PathBuf {

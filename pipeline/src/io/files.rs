@@ -18,6 +18,39 @@ fn temp_sibling(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.{}-{n}.tmp", std::process::id()))
 }
 
+/// Removes the temporary files in `dir` that a killed process left behind: those of a process
+/// that no longer runs (where `/proc` tells), or older than a day. Temporary files of live
+/// processes (a concurrent shard's writes) are left alone. Returns how many were removed.
+pub fn remove_stale_temps(dir: &Path) -> Result<usize> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(0) };
+    let proc_fs = Path::new("/proc/self").exists();
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(temp_pid) else { continue };
+        let dead = proc_fs && pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists();
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > std::time::Duration::from_secs(86_400)));
+        if dead || old {
+            remove_file(&entry.path())?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// The process id in the name of a temporary file written by [`write_atomic`]
+/// (`.<name>.<pid>-<n>.tmp`).
+fn temp_pid(name: &str) -> Option<u32> {
+    let stem = name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let (_, tail) = stem.rsplit_once('.')?;
+    let (pid, n) = tail.split_once('-')?;
+    n.parse::<u64>().ok()?;
+    pid.parse().ok()
+}
+
 /// Writes through a temporary file, fsyncs it and renames it over `path`, so that readers (and
 /// a run killed midway) only ever see the old file or the complete new one.
 pub(super) fn write_atomic(path: &Path, write: impl FnOnce(File) -> Result<()>) -> Result<()> {
@@ -55,5 +88,30 @@ pub fn remove_file(path: &Path) -> Result<()> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io("removing", path)(e)),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temporary_files_of_dead_processes_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(temp_pid(".part-0003.parquet.4242-7.tmp"), Some(4242));
+        assert_eq!(temp_pid("part-0003.parquet"), None);
+        // A pid above the kernel's limit (2^22) never runs; ours does.
+        let dead = dir.path().join(".part-0000.parquet.99999999-0.tmp");
+        let ours = dir.path().join(format!(".part-0001.parquet.{}-0.tmp", std::process::id()));
+        let part = dir.path().join("part-0000.parquet");
+        for path in [&dead, &ours, &part] {
+            std::fs::write(path, b"x").unwrap();
+        }
+        let removed = remove_stale_temps(dir.path()).unwrap();
+        if Path::new("/proc/self").exists() {
+            assert_eq!(removed, 1);
+            assert!(!dead.exists());
+        }
+        assert!(ours.exists() && part.exists());
     }
 }

@@ -107,6 +107,11 @@ impl Index {
         self.root.join(table.dir())
     }
 
+    /// The one part file of a merged `kb/` table.
+    pub fn kb_part(&self, table: Table) -> PathBuf {
+        self.table_dir(table).join("part-0000.parquet")
+    }
+
     /// Bucket of a document.
     pub fn bucket_of(&self, doc_id: &str) -> u32 {
         (doc_hash(doc_id) % u64::from(self.settings.buckets)) as u32
@@ -141,6 +146,16 @@ impl Index {
         }
         parts.sort();
         Ok(parts)
+    }
+
+    /// Removes the temporary files that killed runs left in the index's folders
+    /// ([`super::files::remove_stale_temps`]); returns how many.
+    pub fn remove_stale_temps(&self) -> Result<usize> {
+        let mut removed = super::files::remove_stale_temps(&self.root)?;
+        for table in Table::ALL {
+            removed += super::files::remove_stale_temps(&self.table_dir(table))?;
+        }
+        Ok(removed)
     }
 
     /// Checks that `shard` can run on this index (its N divides the bucket count).

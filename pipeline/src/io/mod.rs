@@ -1,4 +1,4 @@
-//! The I/O layer: the index folder and its buckets ([`index`]), atomic file writes ([`files`]),
+//! The I/O layer: the index folder and its buckets ([`index`]), atomic file writes ([`files`]), locks between processes ([`lock`]),
 //! Parquet part files ([`parquet`]), the log tables every stage appends to ([`failures`], [`manifest`], [`calls`]),
 //! and read-only SQL over an index ([`sql`]). It imports only the bottom layer ([`crate::core`]).
 
@@ -6,6 +6,7 @@ pub mod calls;
 pub mod failures;
 pub mod files;
 pub mod index;
+pub mod lock;
 pub mod manifest;
 pub mod parquet;
 pub mod sql;

@@ -69,11 +69,13 @@ pub fn part_fingerprint(path: &Path, table: Table) -> Result<Option<String>> {
 }
 
 /// The fingerprint of a stage's own output part, or None when it must be recomputed: the file
-/// does not exist, or it was written with another version of the table's layout (a stage
-/// rewrites its outputs of an older layout; only its inputs must be of the current one).
+/// does not exist, it was written with another version of the table's layout (a stage rewrites
+/// its outputs of an older layout; only its inputs must be of the current one), or it cannot be
+/// read as a part of the table at all (truncated or damaged: the stage rebuilds it rather than
+/// stop; a damaged *input* is still an error naming the file).
 pub fn output_fingerprint(path: &Path, table: Table) -> Result<Option<String>> {
     match part_fingerprint(path, table) {
-        Err(Error::Schema(flexstruct_schemas::SchemaError::Version { .. })) => Ok(None),
+        Err(Error::Schema(_) | Error::Parquet { .. }) => Ok(None),
         other => other,
     }
 }

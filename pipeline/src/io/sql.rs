@@ -15,10 +15,12 @@ use datafusion::datasource::MemTable;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::sql::parser::DFParser;
 use flexstruct_schemas::Table;
 
 use super::index::Index;
+use super::lock::{self, Lock, LockName};
 use super::parquet::check_part;
 use crate::core::{Error, Result, threads};
 
@@ -48,9 +50,23 @@ impl std::str::FromStr for OutputFormat {
     }
 }
 
+/// Bounds on what one session of people's queries may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SqlLimits {
+    /// Memory of query execution (DataFusion's memory pool: joins, sorts, aggregations, recursive
+    /// queries) and, separately, of the collected result, in bytes.
+    pub memory_bytes: usize,
+    /// Wall-clock time of each statement.
+    pub timeout: std::time::Duration,
+}
+
 /// A DataFusion session with the tables of one index registered.
 pub struct IndexSql {
     ctx: SessionContext,
+    limits: Option<SqlLimits>,
+    /// Held while the session may read `kb/` tables, so that a merge does not rewrite them
+    /// underneath.
+    _kb_lock: Option<Lock>,
 }
 
 impl std::fmt::Debug for IndexSql {
@@ -64,14 +80,29 @@ impl IndexSql {
     /// their schema), so queries over a partly built index return no rows rather than failing.
     /// Every part file is checked against its schema first; a mismatch names table, file and column.
     pub async fn open(index: &Index) -> Result<IndexSql> {
-        IndexSql::open_tables(index, &Table::ALL).await
+        IndexSql::open_limited(index, None).await
+    }
+
+    /// [`IndexSql::open`] with people's queries bounded by `limits`: a statement that needs more
+    /// memory or time fails with an error saying which limit it hit.
+    pub async fn open_limited(index: &Index, limits: Option<SqlLimits>) -> Result<IndexSql> {
+        IndexSql::session(index, &Table::ALL, limits).await
     }
 
     /// Registers only `tables` of `index` (checked the same way): what the merge reads, so that
     /// kb tables of an older layout, which it is about to rewrite, are not read.
     pub async fn open_tables(index: &Index, tables: &[Table]) -> Result<IndexSql> {
+        IndexSql::session(index, tables, None).await
+    }
+
+    async fn session(index: &Index, tables: &[Table], limits: Option<SqlLimits>) -> Result<IndexSql> {
         let config = SessionConfig::new().with_information_schema(true).with_target_partitions(threads::count());
-        let ctx = SessionContext::new_with_config(config);
+        let mut runtime = RuntimeEnvBuilder::new();
+        if let Some(limits) = limits {
+            runtime = runtime.with_memory_limit(limits.memory_bytes, 1.0);
+        }
+        let ctx = SessionContext::new_with_config_rt(config, runtime.build_arc()?);
+        let kb_lock = if tables.iter().any(|t| t.is_kb()) { Some(lock::shared(index, LockName::Kb)?) } else { None };
         let catalog =
             ctx.catalog("datafusion").ok_or_else(|| Error::Internal("DataFusion has no default catalog".into()))?;
         catalog.register_schema("kb", Arc::new(MemorySchemaProvider::new()))?;
@@ -86,8 +117,7 @@ impl IndexSql {
                 ctx.register_table(name.as_str(), Arc::new(empty))?;
                 continue;
             }
-            let dir = index.table_dir(table);
-            let url = ListingTableUrl::parse(format!("{}/", dir.display()))?;
+            let url = folder_url(&index.table_dir(table))?;
             let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
             // Vector columns have the width of their model: take the schema from a part file.
             let schema = if table.schema().field_with_name(flexstruct_schemas::col::EMBEDDING).is_ok() {
@@ -98,7 +128,7 @@ impl IndexSql {
             let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(schema);
             ctx.register_table(name.as_str(), Arc::new(ListingTable::try_new(config)?))?;
         }
-        Ok(IndexSql { ctx })
+        Ok(IndexSql { ctx, limits, _kb_lock: kb_lock })
     }
 
     /// The DataFusion session (for the pipeline's own queries, which are not read-only
@@ -133,10 +163,71 @@ impl IndexSql {
                     source: Some(Box::new(e)),
                 });
             }
-            results.push(self.ctx.execute_logical_plan(plan).await?.collect().await?);
+            let frame = self.ctx.execute_logical_plan(plan).await?;
+            let schema = Arc::new(frame.schema().as_arrow().clone());
+            let mut batches = match self.limits {
+                None => frame.collect().await?,
+                Some(limits) => {
+                    let collect = collect_bounded(frame, limits.memory_bytes, &text);
+                    tokio::time::timeout(limits.timeout, collect).await.map_err(|_| Error::Sql {
+                        problem: format!(
+                            "`{}` ran longer than the time limit of {} s (--timeout): narrow it (WHERE, LIMIT) or \
+                             raise the limit",
+                            abbreviate(&text, 60),
+                            limits.timeout.as_secs_f64()
+                        ),
+                        statement: Some(abbreviate(&text, 60)),
+                        source: None,
+                    })??
+                }
+            };
+            // No rows still has columns: formats print the header.
+            if batches.is_empty() {
+                batches.push(RecordBatch::new_empty(schema));
+            }
+            results.push(batches);
         }
         Ok(results)
     }
+}
+
+/// A statement's rows, failing once they hold more than `max_bytes` (the memory pool bounds the
+/// execution; this bounds what is kept for printing).
+async fn collect_bounded(
+    frame: datafusion::dataframe::DataFrame,
+    max_bytes: usize,
+    text: &str,
+) -> Result<Vec<RecordBatch>> {
+    use futures::StreamExt;
+    let mut stream = frame.execute_stream().await?;
+    let (mut batches, mut bytes) = (Vec::new(), 0usize);
+    while let Some(batch) = stream.next().await {
+        let batch = batch?;
+        bytes += batch.get_array_memory_size();
+        if bytes > max_bytes {
+            return Err(Error::Sql {
+                problem: format!(
+                    "the result of `{}` is larger than the memory limit of {} MiB (--memory-limit): add a LIMIT or \
+                     aggregate",
+                    abbreviate(text, 60),
+                    max_bytes >> 20
+                ),
+                statement: Some(abbreviate(text, 60)),
+                source: None,
+            });
+        }
+        batches.push(batch);
+    }
+    Ok(batches)
+}
+
+/// The `file://` URL of a local folder, taken literally: `[`, `*` and `?` in its path are
+/// characters of a name, never a glob pattern.
+fn folder_url(dir: &std::path::Path) -> Result<ListingTableUrl> {
+    let absolute = std::path::absolute(dir).map_err(Error::io("resolving the table folder", dir))?;
+    let url = url::Url::from_directory_path(&absolute)
+        .map_err(|()| Error::Internal(format!("{} cannot be written as a file URL", absolute.display())))?;
+    Ok(ListingTableUrl::try_new(url, None)?)
 }
 
 /// The Arrow schema stored in a Parquet file.

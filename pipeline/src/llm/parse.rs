@@ -198,11 +198,11 @@ mod tests {
     use super::*;
     use serde::Deserialize;
 
-    #[derive(Debug, Deserialize, PartialEq)]
+    #[derive(Debug, Clone, Deserialize, PartialEq)]
     struct Items {
         items: Vec<Item>,
     }
-    #[derive(Debug, Deserialize, PartialEq)]
+    #[derive(Debug, Clone, Deserialize, PartialEq)]
     struct Item {
         statement: String,
         entities: Vec<String>,
@@ -237,5 +237,66 @@ mod tests {
         assert_eq!(items("{“items”: []}").unwrap(), []);
         assert!(items("I could not find any items.").unwrap_err().contains("no JSON"));
         assert!(items("{\"items\": [{\"statement\": 3, \"entities\": []}]}").unwrap_err().contains("shape"));
+    }
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn item() -> impl Strategy<Value = Item> {
+            (any::<String>(), prop::collection::vec("\\PC{0,12}", 0..4))
+                .prop_map(|(statement, entities)| Item { statement, entities })
+        }
+
+        fn to_json(items: &[Item]) -> String {
+            let items: Vec<serde_json::Value> =
+                items.iter().map(|i| serde_json::json!({"statement": i.statement, "entities": i.entities})).collect();
+            serde_json::json!({ "items": items }).to_string()
+        }
+
+        proptest! {
+            #![proptest_config(crate::fuzz_config())]
+
+            #[test]
+            fn fuzz_any_answer_parses_or_says_why(answer in any::<String>()) {
+                if let Err(why) = parse_json::<serde_json::Value>(&answer) {
+                    prop_assert!(!why.is_empty());
+                }
+                let _ = parse_json::<Items>(&answer);
+            }
+
+            #[test]
+            fn fuzz_wrapped_answers_give_back_their_items(
+                items in prop::collection::vec(item(), 0..6),
+                before in "[A-Za-z .:\n]{0,40}",
+                after in "[A-Za-z .:\n]{0,40}",
+                fenced in any::<bool>(),
+                trailing_comma in any::<bool>(),
+            ) {
+                let mut json = to_json(&items);
+                if trailing_comma {
+                    // `…}, ]}`: the list's closing bracket is the last `]` of the answer.
+                    let end = json.rfind(']').unwrap_or_default();
+                    json.insert_str(end, ", ");
+                }
+                let answer = if fenced { format!("{before}\n```json\n{json}\n```\n{after}") } else { format!("{before}{json}{after}") };
+                prop_assert_eq!(parse_json::<Items>(&answer).map(|v| v.items), Ok(items));
+            }
+
+            #[test]
+            fn fuzz_a_cut_answer_keeps_the_items_before_the_cut(items in prop::collection::vec(item(), 1..6), cut in 0.0f64..1.0) {
+                let json = to_json(&items);
+                let mut at = (json.len() as f64 * cut) as usize;
+                while !json.is_char_boundary(at) {
+                    at -= 1;
+                }
+                if let Ok(parsed) = parse_json::<Items>(&json[..at]) {
+                    // Every item but the last one recovered is whole; the last may be the one cut.
+                    prop_assert!(parsed.items.len() <= items.len());
+                    let whole = parsed.items.len().saturating_sub(1);
+                    prop_assert_eq!(&parsed.items[..whole], &items[..whole]);
+                }
+            }
+        }
     }
 }

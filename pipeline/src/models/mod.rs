@@ -65,6 +65,31 @@ impl Default for EmbedConfig {
     }
 }
 
+impl EmbedConfig {
+    /// Checks the values: a `hashing-<dim>` model names a dimension of at least 1, and batches and
+    /// concurrency are at least 1.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(dim) = self.model.strip_prefix(HASHING_PREFIX) {
+            match dim.parse::<usize>() {
+                Ok(d) if d >= 1 => {}
+                _ => {
+                    return Err(Error::config(
+                        "embed.model",
+                        format!("`{}`: expected hashing-<dim> with a dimension of at least 1", self.model),
+                    ));
+                }
+            }
+        }
+        if self.batch_size == 0 {
+            return Err(Error::config("embed.batch_size", "must be at least 1"));
+        }
+        if self.max_concurrency == 0 {
+            return Err(Error::config("embed.max_concurrency", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
 /// Turns a candle error into ours, saying what was being done.
 fn candle_error(what: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
     move |e| Error::Model { model: MINILM.into(), what: what.into(), source: Box::new(e) }

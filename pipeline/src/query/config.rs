@@ -278,6 +278,10 @@ impl Default for QueryConfig {
     }
 }
 
+/// The smallest context cap: one piece's citation header (its number, title and source) with a
+/// sentence of text.
+pub const MIN_CONTEXT_TOKENS: usize = 64;
+
 impl QueryConfig {
     /// The thresholds for `model`: configured values win over the model's calibrated ones
     /// ([`calibrated_thresholds`]).
@@ -336,6 +340,16 @@ impl QueryConfig {
             if !(value.is_finite() && value >= 0.0) {
                 return Err(Error::config(format!("query.{name}"), "must be a number of at least 0"));
             }
+        }
+        if (1..MIN_CONTEXT_TOKENS).contains(&self.max_context_tokens) {
+            return Err(Error::config(
+                "query.max_context_tokens (--max-context-tokens)",
+                format!(
+                    "{} is too small: 0 (no cap) or at least {MIN_CONTEXT_TOKENS} tokens, below which not even one piece \
+                     of evidence with its citation fits",
+                    self.max_context_tokens
+                ),
+            ));
         }
         for (name, tau) in [("tau_eh", self.tau_eh), ("tau_e", self.tau_e), ("tau_chunk", self.tau_chunk)] {
             if tau.is_some_and(|t| !(-1.0..=1.0).contains(&t)) {

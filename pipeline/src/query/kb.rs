@@ -14,7 +14,8 @@ use super::scan::Vectors;
 use crate::core::names::normalize;
 use crate::core::{Error, IndexProblem, Result};
 use crate::io::Index;
-use crate::io::parquet::{read_columns, read_table, string_column, typed};
+use crate::io::lock::{self, LockName};
+use crate::io::parquet::{part_fingerprint, read_columns, read_table, string_column, typed};
 
 /// A code-point span of a document (end-exclusive).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -245,6 +246,22 @@ fn titled_hyperedges(index: &Index, hyperedges: &Hyperedges) -> Result<HashMap<S
     Ok(by_title)
 }
 
+/// Checks that every kb table was written by the same merge (each part stores the merge's
+/// fingerprint): a merge killed midway leaves some tables of the new kb beside others of the old.
+fn check_one_merge(index: &Index) -> Result<()> {
+    let mut by_fingerprint: HashMap<String, Vec<&str>> = HashMap::new();
+    for table in TABLES {
+        let fingerprint = part_fingerprint(&index.kb_part(table), table)?.unwrap_or_default();
+        by_fingerprint.entry(fingerprint).or_default().push(table.dir());
+    }
+    if by_fingerprint.len() > 1 {
+        let mut groups: Vec<String> = by_fingerprint.into_values().map(|tables| tables.join(", ")).collect();
+        groups.sort();
+        return Err(Error::index(index.root(), IndexProblem::MixedKb { groups }));
+    }
+    Ok(())
+}
+
 fn one_batch(table: Table, batches: Vec<RecordBatch>) -> Result<RecordBatch> {
     match batches.first() {
         None => Ok(RecordBatch::new_empty(table.schema())),
@@ -287,8 +304,9 @@ fn rows_by_id(ids: &StringArray) -> HashMap<&str, u32> {
 impl Kb {
     /// Reads the kb of `index`, whose vectors must all be of embedding model `model`.
     pub fn load(index: &Index, model: &str) -> Result<Kb> {
-        let missing: Vec<Table> =
-            TABLES.iter().copied().filter(|t| !index.table_dir(*t).join("part-0000.parquet").is_file()).collect();
+        // Shared with other readers; a merge writing the kb holds it exclusively.
+        let _lock = lock::shared(index, LockName::Kb)?;
+        let missing: Vec<Table> = TABLES.iter().copied().filter(|t| !index.kb_part(*t).is_file()).collect();
         if missing.len() == TABLES.len() {
             return Err(Error::index(index.root(), IndexProblem::NoKb));
         }
@@ -296,6 +314,7 @@ impl Kb {
             let missing = missing.iter().map(|t| t.dir().to_owned()).collect();
             return Err(Error::index(index.root(), IndexProblem::IncompleteKb { missing }));
         }
+        check_one_merge(index)?;
         let batches: Vec<RecordBatch> =
             TABLES.par_iter().map(|t| read_table(index, *t).and_then(|b| one_batch(*t, b))).collect::<Result<_>>()?;
         let [entities, hyperedges, edges, chunks, clusters, members, incidence, aliases] = &batches[..] else {

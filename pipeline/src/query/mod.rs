@@ -257,8 +257,12 @@ impl Engine {
         (self.query_entities.identity(), self.answerer.identity())
     }
 
-    /// Embeds the questions and finds their entities (with the query-entities backend).
-    pub fn prepare(&self, questions: Vec<Question>) -> Result<Prepared> {
+    /// Embeds the questions and finds their entities (with the query-entities backend). Questions
+    /// are put in Unicode NFC first, as every text of the index is.
+    pub fn prepare(&self, mut questions: Vec<Question>) -> Result<Prepared> {
+        for q in &mut questions {
+            q.question = crate::core::text::nfc(std::mem::take(&mut q.question));
+        }
         if let Some(q) = questions.iter().find(|q| q.question.trim().is_empty()) {
             return Err(Error::input(format!("question `{}`", q.id), "the question is empty"));
         }

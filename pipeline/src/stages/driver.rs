@@ -138,7 +138,8 @@ where
                 metrics.rows_out += rows_out;
             }
             BucketResult::Done { units, rows_out, failures } => {
-                metrics.units_done += units;
+                // Done means succeeded: `done + up to date + failed` adds up to the units in.
+                metrics.units_done += units.saturating_sub(failures.len() as u64);
                 metrics.rows_out += rows_out;
                 metrics.failures.extend(failures);
             }

@@ -114,7 +114,7 @@ fn fmt(v: Option<f64>) -> String {
 
 impl Observer for Printer {
     fn evaluated(&self, label: &str, s: &Stats) {
-        eprintln!(
+        flexstruct_stages::say!(
             "eval: {:<28} answer recall {:>6}  token recall {:>6}  F1 {:>6}  context {:>7} tokens  retrieval p50 {:>6} ms",
             label,
             fmt(s.answer_recall),
@@ -131,7 +131,7 @@ impl Observer for Printer {
             .iter()
             .map(|m| format!("{} {:.1} s ({} done, {} up to date)", m.stage, m.seconds, m.units_done, m.units_skipped))
             .collect();
-        eprintln!(
+        flexstruct_stages::say!(
             "eval: sibling index {} rebuilt in {:.1} s: {}",
             sibling.index.root().display(),
             sibling.seconds,
@@ -145,6 +145,7 @@ fn setup(c: &Common) -> anyhow::Result<Setup> {
     if let Some(max) = c.max_context_tokens {
         config.query.max_context_tokens = max;
         config.query.fill = max > 0;
+        config.validate()?;
     }
     Ok(Setup::new(&c.index, &c.questions, config, c.split, c.limit)?)
 }
@@ -161,10 +162,10 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
             suite::sweep(&setup(&args.common)?, param, &args.values, &args.common.out, &Printer)?
         }
         Command::Cost { index } => {
-            print!("{}", cost::cost_table(&Index::open(&index)?, OutputFormat::Table)?);
+            flexstruct_stages::print_stdout(&cost::cost_table(&Index::open(&index)?, OutputFormat::Table)?)?;
             return Ok(Outcome::Ok);
         }
     };
-    eprintln!("eval: report {}", report.display());
+    flexstruct_stages::say!("eval: report {}", report.display());
     Ok(Outcome::Ok)
 }

@@ -26,5 +26,9 @@ struct Args {
 fn main() -> ExitCode {
     let args = Args::parse();
     let options = IngestOptions { corpus: args.corpus, prune: args.prune };
+    // A corpus that cannot be read must not leave a new, empty index folder behind.
+    if let Err(e) = std::fs::metadata(&options.corpus) {
+        return exit(Err(anyhow::anyhow!("corpus {}: cannot be read: {e}", options.corpus.display())));
+    }
     exit(run_stage(ingest::STAGE, &args.common, true, |ctx, config| compose::ingest(ctx, config, &options)))
 }

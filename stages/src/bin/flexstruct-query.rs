@@ -144,20 +144,20 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
         let parquet = out.with_extension("parquet");
         query::write_parquet(&parquet, &answers).with_context(|| format!("writing {}", parquet.display()))?;
     } else if args.jsonl {
-        for a in &answers {
-            println!("{}", serde_json::to_string(a)?);
-        }
+        let lines: Vec<String> =
+            answers.iter().map(|a| serde_json::to_string(a).map(|l| l + "\n")).collect::<Result<_, _>>()?;
+        flexstruct_stages::print_stdout(&lines.concat())?;
     } else {
         let printed: Vec<String> =
             answers.iter().map(|a| for_a_person(a, &index, args.show)).collect::<anyhow::Result<_>>()?;
-        print!("{}", printed.join("\n"));
+        flexstruct_stages::print_stdout(&printed.join("\n"))?;
     }
     if !args.quiet {
         summary(&engine, &answers);
     }
     let failed: Vec<&Answer> = answers.iter().filter(|a| a.error.is_some()).collect();
     for a in &failed {
-        eprintln!("query: question `{}` failed: {}", a.id, a.error.as_deref().unwrap_or_default());
+        flexstruct_stages::say!("query: question `{}` failed: {}", a.id, a.error.as_deref().unwrap_or_default());
     }
     Ok(if failed.is_empty() { Outcome::Ok } else { Outcome::Partial })
 }
@@ -225,7 +225,7 @@ fn summary(engine: &Engine, answers: &[Answer]) {
     let pct = |p: f64| retrieval.get(((retrieval.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0.0);
     let tokens = answers.iter().map(|a| a.context_tokens).sum::<usize>() as f64 / answers.len().max(1) as f64;
     let sizes: Vec<String> = engine.kb.sizes().iter().map(|(n, c)| format!("{c} {n}")).collect();
-    eprintln!(
+    flexstruct_stages::say!(
         "query: {} questions, kb loaded in {:.2} s ({}); retrieval p50 {:.1} ms, p95 {:.1} ms; {:.0} context tokens per question",
         answers.len(),
         engine.load_seconds,

@@ -3,13 +3,14 @@
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Parser;
 use flexstruct_pipeline::core::threads;
 use flexstruct_pipeline::io::Index;
-use flexstruct_pipeline::io::sql::{IndexSql, OutputFormat, format_batches};
-use flexstruct_stages::{Outcome, ThreadsArg, exit};
+use flexstruct_pipeline::io::sql::{IndexSql, OutputFormat, SqlLimits, format_batches};
+use flexstruct_stages::{Outcome, ThreadsArg, exit, print_stdout};
 
 /// Runs SQL over an index: tables `documents`, `chunks`, …, `failures`, `manifest`, and the
 /// merged `kb.entities`, `kb.hyperedges`, …. Read-only.
@@ -19,7 +20,7 @@ use flexstruct_stages::{Outcome, ThreadsArg, exit};
     after_help = "The query comes from the argument, else --file, else standard input.\n\
                   Example: flexstruct-sql --index data/indexes/sample \
                   \"SELECT doc_id, count(*) AS chunks FROM chunks GROUP BY doc_id\"\n\
-                  Exit codes: 0 ok, 2 error (including a refused statement)."
+                  Exit codes: 0 ok, 2 error (including a refused statement or one over a limit)."
 )]
 struct Args {
     /// Index folder.
@@ -36,6 +37,13 @@ struct Args {
     /// In the table format, cut values longer than this many characters (0: never).
     #[arg(long, default_value_t = 60)]
     max_width: usize,
+    /// Memory a statement may use, in MiB: DataFusion's pool for joins, sorts, aggregations and
+    /// recursive queries, and separately the rows it returns.
+    #[arg(long, env = "FLEXSTRUCT_SQL_MEMORY_MB", value_name = "MIB", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..))]
+    memory_limit: u64,
+    /// Seconds a statement may run.
+    #[arg(long, env = "FLEXSTRUCT_SQL_TIMEOUT", value_name = "SECONDS", default_value_t = 300.0)]
+    timeout: f64,
     #[command(flatten)]
     threads: ThreadsArg,
 }
@@ -56,9 +64,16 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
         }
         (None, None) => bail!("no query: give it as an argument, with --file, or on standard input"),
     };
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        bail!("--timeout: expected a number of seconds above 0, got {}", args.timeout);
+    }
+    let limits = SqlLimits {
+        memory_bytes: usize::try_from(args.memory_limit.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
+        timeout: Duration::from_secs_f64(args.timeout),
+    };
     let index = Index::open(&args.index)?;
     let results = threads::runtime()?.block_on(async {
-        let session = IndexSql::open(&index).await?;
+        let session = IndexSql::open_limited(&index, Some(limits)).await?;
         session.run(&sql).await
     })?;
     let mut stdout = String::new();
@@ -68,6 +83,6 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
         }
         stdout.push_str(&format_batches(batches, args.format, args.max_width)?);
     }
-    print!("{stdout}");
+    print_stdout(&stdout)?;
     Ok(Outcome::Ok)
 }

@@ -5,6 +5,7 @@ mod util;
 
 mod construct;
 mod eval;
+mod hardening;
 mod ingest_chunk;
 mod kb;
 mod llm_extract;

@@ -81,7 +81,8 @@ pub fn scalar(index: &Path, sql: &str) -> serde_json::Value {
     row.values().next().cloned().expect("one column")
 }
 
-/// Content hash of every data part file (the manifest, a log of runs, is left out).
+/// Content hash of every data part file (the manifest, a log of runs, and the empty lock files
+/// are left out).
 pub fn data_files(index: &Path) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     collect(index, index, &mut out);
@@ -92,7 +93,7 @@ fn collect(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         let rel = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-        if rel.starts_with("manifest") {
+        if rel.starts_with("manifest") || rel.starts_with(".locks") {
             continue;
         }
         if path.is_dir() {

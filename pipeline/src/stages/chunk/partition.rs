@@ -425,6 +425,39 @@ mod tests {
                 })
         }
 
+        /// Any Unicode: control characters, combining marks, lone CRs, NULs, right-to-left text.
+        fn any_text() -> impl Strategy<Value = String> {
+            prop_oneof![
+                any::<String>(),
+                prop::collection::vec(
+                    prop_oneof![
+                        Just("\r".to_owned()),
+                        Just("\r\n\r\n".to_owned()),
+                        Just("\u{0}".to_owned()),
+                        Just("\u{301}\u{308}".to_owned()),
+                        Just("\u{2028}\u{2029}".to_owned()),
+                        Just("\u{feff}".to_owned()),
+                        "\\PC{1,40}",
+                        "[ \t\n]{1,4}",
+                    ],
+                    0..60
+                )
+                .prop_map(|parts| parts.concat()),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(crate::fuzz_config())]
+
+            #[test]
+            fn fuzz_any_unicode_text_is_tiled(text in any_text(), ct_min in 1usize..40, extra in 0usize..40) {
+                let params = ChunkParams { ct_min, ct_max: ct_min + extra };
+                let chunks = partition(&text, params, &TokenCounter::cl100k());
+                check_tiling(&text, &chunks);
+                prop_assert_eq!(chunks.is_empty(), text.trim().is_empty());
+            }
+        }
+
         proptest! {
             #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::core::{Error, Result};
+
 /// The `[hypergraph]` section. Who writes the summaries above τ_s is `backends.summaries`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -15,5 +17,18 @@ pub struct HypergraphConfig {
 impl Default for HypergraphConfig {
     fn default() -> Self {
         HypergraphConfig { tau_s: 9 }
+    }
+}
+
+impl HypergraphConfig {
+    /// Checks the values: τ_s = 0 would leave every summary empty.
+    pub fn validate(&self) -> Result<()> {
+        if self.tau_s == 0 {
+            return Err(Error::config(
+                "hypergraph.tau_s",
+                "must be at least 1 (0 would leave every entity summary empty)",
+            ));
+        }
+        Ok(())
     }
 }

@@ -22,11 +22,13 @@ pub use config::IngestConfig;
 pub use read::{RawDoc, ReadOutcome, read_corpus};
 
 use super::{RunContext, Stage};
-use crate::core::Result;
 use crate::core::ids::{fingerprint, sha256_hex};
+use crate::core::text::nfc;
+use crate::core::{Error, Result};
 use crate::io::StageMetrics;
 use crate::io::failures::{self, Failure, FailureKind};
 use crate::io::files::remove_file;
+use crate::io::lock::{self, LockName};
 use crate::io::parquet::{opt_str, part_fingerprint, part_row_count, read_part, string_column, write_part};
 
 /// Stage name.
@@ -70,10 +72,13 @@ pub struct Document {
 }
 
 impl Document {
+    /// The document of a raw input, its text and title in Unicode NFC (so that `Zu\u{308}rich`
+    /// and `Zürich` are one string for every later stage and for questions).
     fn from_raw(raw: RawDoc) -> Document {
-        let sha256 = sha256_hex(raw.text.as_bytes());
+        let text = nfc(raw.text);
+        let sha256 = sha256_hex(text.as_bytes());
         let doc_id = raw.doc_id.unwrap_or_else(|| format!("doc-{}", &sha256[..16]));
-        Document { doc_id, title: raw.title, text: raw.text, source: raw.source, sha256 }
+        Document { doc_id, title: raw.title.map(nfc), text, source: raw.source, sha256 }
     }
 }
 
@@ -84,6 +89,14 @@ pub fn run(ctx: &RunContext<'_>, config: &IngestConfig, options: &IngestOptions)
     index.check_shard(ctx.shard)?;
     let outcome = read_corpus(&options.corpus, config.max_document_bytes)?;
     let read_units = (outcome.docs.len() + outcome.failures.len()) as u64;
+    if options.prune && read_units == 0 {
+        return Err(Error::Input {
+            location: options.corpus.display().to_string(),
+            problem: "the corpus holds no documents: --prune would remove every document of the index, so it is \
+                      refused (to empty an index, remove its folder)"
+                .into(),
+        });
+    }
     let (docs, mut failures) = assign_ids(outcome.docs);
     failures.splice(0..0, outcome.failures);
 
@@ -116,6 +129,9 @@ pub fn run(ctx: &RunContext<'_>, config: &IngestConfig, options: &IngestOptions)
             continue;
         }
         let n_incoming = incoming.len() as u64;
+        // Read, merge and rewrite the bucket under its lock, so that a concurrent ingest's
+        // documents are read back rather than overwritten.
+        let _lock = lock::exclusive(index, LockName::DocumentsBucket(bucket))?;
         let existing = read_documents(&path)?;
         let before: HashMap<String, String> = existing.iter().map(|d| (d.doc_id.clone(), d.sha256.clone())).collect();
         let mut rows: BTreeMap<String, Document> = BTreeMap::new();
@@ -144,12 +160,33 @@ pub fn run(ctx: &RunContext<'_>, config: &IngestConfig, options: &IngestOptions)
         ctx.progress.advance(n_incoming);
     }
 
-    failures::replace(index, STAGE, &ctx.shard.tag(), &failures)?;
+    // Each input failure is recorded by one shard only: the one owning its document, or shard 0
+    // for an input that never became a document.
+    failures.retain(|f| f.doc_id.as_deref().map_or(ctx.shard.index == 0, |d| ctx.shard.owns_doc(d)));
+    record_failures(ctx, &options.corpus, prune, &failures)?;
     metrics.units_failed = failures.len() as u64;
     metrics.details.files = outcome.files;
     metrics.failures = failures;
     metrics.seconds = started.elapsed().as_secs_f64();
     Ok(metrics)
+}
+
+/// Records the failures of reading `corpus` (replacing those of its previous run, kept apart from
+/// other corpora's: failures of an input stay until that input is read without one or pruned).
+/// A prune drops the failures of every other corpus of the shard: their inputs are gone.
+fn record_failures(ctx: &RunContext<'_>, corpus: &Path, prune: bool, failures: &[Failure]) -> Result<()> {
+    let tag = ctx.shard.tag();
+    let corpus = std::path::absolute(corpus).unwrap_or_else(|_| corpus.to_owned());
+    let key = &sha256_hex(corpus.to_string_lossy().as_bytes())[..12];
+    let scope = format!("{key}-{tag}");
+    for other in failures::scopes(&ctx.index, STAGE)? {
+        // `tag` alone: the single part of the shard written before failures were kept per corpus.
+        let stale = other == tag || (prune && other != scope && other.ends_with(&format!("-{tag}")));
+        if stale {
+            failures::replace(&ctx.index, STAGE, &other, &[])?;
+        }
+    }
+    failures::replace(&ctx.index, STAGE, &scope, failures)
 }
 
 /// Gives every document its id and turns repeated ids into failures (the first one wins).

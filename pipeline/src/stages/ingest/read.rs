@@ -71,7 +71,11 @@ pub fn read_corpus(path: &Path, max_bytes: u64) -> Result<ReadOutcome> {
     let mut out = ReadOutcome::default();
     if meta.is_dir() {
         let mut files = Vec::new();
-        walk(path, path, &mut files, &mut out.failures);
+        let mut seen = std::collections::HashSet::new();
+        if let Ok(real) = std::fs::canonicalize(path) {
+            seen.insert(real);
+        }
+        walk(path, path, &mut seen, &mut files, &mut out.failures);
         for (file, rel) in files {
             read_file(&file, &rel, max_bytes, &mut out);
         }
@@ -83,8 +87,16 @@ pub fn read_corpus(path: &Path, max_bytes: u64) -> Result<ReadOutcome> {
 }
 
 /// Files under `dir` (recursively, sorted, hidden entries skipped) with their path relative to
-/// `root`, using `/` on every platform.
-fn walk(root: &Path, dir: &Path, files: &mut Vec<(PathBuf, String)>, failures: &mut Vec<Failure>) {
+/// `root`, using `/` on every platform. Links are followed, but a folder already walked (by its
+/// real path: a link back to an ancestor, or a second link to the same folder) is walked once;
+/// a link that loops is recorded once as a failure naming the real path.
+fn walk(
+    root: &Path,
+    dir: &Path,
+    seen: &mut std::collections::HashSet<PathBuf>,
+    files: &mut Vec<(PathBuf, String)>,
+    failures: &mut Vec<Failure>,
+) {
     let rel = |p: &Path| {
         p.strip_prefix(root)
             .unwrap_or(p)
@@ -105,14 +117,23 @@ fn walk(root: &Path, dir: &Path, files: &mut Vec<(PathBuf, String)>, failures: &
         }
     };
     let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    paths.sort();
+    // Real entries before links, each in name order: a folder reached both ways is read under its
+    // own name and the link is the one reported.
+    paths.sort_by_key(|p| (p.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()), p.clone()));
     for path in paths {
         let hidden = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
         if hidden {
             continue;
         }
         if path.is_dir() {
-            walk(root, &path, files, failures);
+            match std::fs::canonicalize(&path) {
+                Ok(real) if !seen.insert(real.clone()) => failures.push(fail(
+                    rel(&path),
+                    FailureKind::SymlinkLoop,
+                    format!("{}: links to {}, a folder already read: skipped", rel(&path), real.display()),
+                )),
+                _ => walk(root, &path, seen, files, failures),
+            }
         } else {
             let r = rel(&path);
             files.push((path, r));
@@ -567,5 +588,120 @@ mod tests {
         std::fs::write(&path, "x".repeat(100)).unwrap();
         let out = read_corpus(&path, 10).unwrap();
         assert_eq!(only_failure(&out).kind, FailureKind::TooLarge);
+    }
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Every document has text, and every unit names the file it came from.
+        fn well_formed(out: &ReadOutcome, file: &str) -> std::result::Result<(), TestCaseError> {
+            for d in &out.docs {
+                prop_assert!(!d.text.trim().is_empty(), "{d:?}");
+                prop_assert!(d.source.starts_with(file), "{d:?}");
+            }
+            for f in &out.failures {
+                prop_assert!(f.unit.starts_with(file) && f.message.starts_with(file), "{f:?}");
+            }
+            Ok(())
+        }
+
+        fn json_value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+                any::<String>().prop_map(Value::from),
+            ];
+            leaf.prop_recursive(3, 24, 4, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                    prop::collection::btree_map(
+                        prop_oneof![
+                            Just("text".to_owned()),
+                            Just("doc_id".to_owned()),
+                            Just("title".to_owned()),
+                            "[a-z]{1,5}"
+                        ],
+                        inner,
+                        0..4
+                    )
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        /// A corpus record: mostly the expected shape, with any strings, or any JSON value.
+        fn record() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                3 => (any::<String>(), proptest::option::of("\\PC{0,10}"), proptest::option::of(any::<String>()))
+                    .prop_map(|(text, id, title)| serde_json::json!({"text": text, "doc_id": id, "title": title})),
+                1 => json_value(),
+            ]
+        }
+
+        /// A line of a JSON-lines file: a record, or any bytes (never a newline).
+        fn line() -> impl Strategy<Value = Vec<u8>> {
+            prop_oneof![
+                3 => record().prop_map(|v| v.to_string().into_bytes()),
+                1 => prop::collection::vec(any::<u8>(), 0..40)
+                    .prop_map(|b| b.into_iter().filter(|&c| c != b'\n').collect()),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(crate::fuzz_config())]
+
+            #[test]
+            fn fuzz_every_jsonl_line_is_a_document_or_a_failure(lines in prop::collection::vec(line(), 0..16)) {
+                let out = read_bytes("c.jsonl", &lines.join(&b'\n'));
+                let blank = |l: &Vec<u8>| std::str::from_utf8(l).is_ok_and(|s| s.trim_start_matches('\u{feff}').trim().is_empty());
+                let expected = lines.iter().filter(|l| !blank(l)).count();
+                prop_assert_eq!(out.docs.len() + out.failures.len(), expected);
+                well_formed(&out, "c.jsonl")?;
+            }
+
+            #[test]
+            fn fuzz_every_json_element_is_a_document_or_a_failure(records in prop::collection::vec(record(), 0..10)) {
+                let out = read_bytes("c.json", Value::from(records.clone()).to_string().as_bytes());
+                prop_assert_eq!(out.docs.len() + out.failures.len(), records.len());
+                well_formed(&out, "c.json")?;
+            }
+
+            #[test]
+            fn fuzz_any_bytes_in_any_format_are_read_or_refused(bytes in prop::collection::vec(any::<u8>(), 0..400), ext in prop_oneof![Just("json"), Just("jsonl"), Just("md"), Just("txt"), Just("parquet")]) {
+                let file = format!("c.{ext}");
+                let out = read_bytes(&file, &bytes);
+                well_formed(&out, &file)?;
+                if matches!(ext, "md" | "txt") {
+                    prop_assert_eq!(out.docs.len() + out.failures.len(), 1);
+                }
+            }
+
+            #[test]
+            fn fuzz_every_parquet_row_is_a_document_or_a_failure(
+                rows in prop::collection::vec((proptest::option::of(any::<String>()), proptest::option::of("\\PC{0,8}"), proptest::option::of(any::<String>())), 0..12),
+                ids_as_numbers in any::<bool>(),
+            ) {
+                use std::sync::Arc;
+                use arrow::array::{ArrayRef, Int64Array};
+                let texts: ArrayRef = Arc::new(rows.iter().map(|r| r.0.clone()).collect::<StringArray>());
+                let ids: ArrayRef = if ids_as_numbers {
+                    Arc::new((0..rows.len() as i64).map(Some).collect::<Int64Array>())
+                } else {
+                    Arc::new(rows.iter().map(|r| r.1.clone()).collect::<StringArray>())
+                };
+                let titles: ArrayRef = Arc::new(rows.iter().map(|r| r.2.clone()).collect::<StringArray>());
+                let batch = RecordBatch::try_from_iter([("text", texts), ("doc_id", ids), ("title", titles)]).unwrap();
+                let mut bytes = Vec::new();
+                let mut writer = parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), None).unwrap();
+                writer.write(&batch).unwrap();
+                writer.close().unwrap();
+                let out = read_bytes("c.parquet", &bytes);
+                prop_assert_eq!(out.docs.len() + out.failures.len(), rows.len());
+                well_formed(&out, "c.parquet")?;
+            }
+        }
     }
 }

@@ -21,8 +21,9 @@ pub use sql::{kb_queries, register_functions};
 use super::Stage;
 use super::driver::RunContext;
 use crate::core::ids::fingerprint;
-use crate::core::{Error, Result, threads};
+use crate::core::{Error, IndexProblem, Result, threads};
 use crate::io::files::remove_file;
+use crate::io::lock::{self, LockName};
 use crate::io::parquet::{
     output_fingerprint, part_fingerprint, part_row_count, row_count, string_column, typed, write_part,
 };
@@ -65,6 +66,9 @@ pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
         ));
     }
     let index = &ctx.index;
+    check_complete(index)?;
+    // Readers of the kb (queries, SQL) wait until every table is written, and this waits for them.
+    let _lock = lock::exclusive(index, LockName::Kb)?;
     let mut parts = vec![STAGE.to_owned(), VERSION.to_owned(), model.to_owned()];
     let mut rows_in = 0u64;
     for table in inputs() {
@@ -88,7 +92,7 @@ pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
     ctx.progress.start(queries.len() as u64);
     let up_to_date = queries
         .iter()
-        .map(|(t, _)| output_fingerprint(&kb_part(index, *t), *t))
+        .map(|(t, _)| output_fingerprint(&index.kb_part(*t), *t))
         .collect::<Result<Vec<_>>>()?
         .iter()
         .all(|fp| fp.as_deref() == Some(expected.as_str()));
@@ -96,7 +100,7 @@ pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
         metrics.units_skipped = queries.len() as u64;
         ctx.progress.advance(queries.len() as u64);
         for (t, _) in &queries {
-            metrics.rows_out += part_row_count(&kb_part(index, *t))?;
+            metrics.rows_out += part_row_count(&index.kb_part(*t))?;
         }
         metrics.seconds = started.elapsed().as_secs_f64();
         return Ok(metrics);
@@ -106,11 +110,12 @@ pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
         let tables: Vec<Table> = inputs().collect();
         let sql = IndexSql::open_tables(index, &tables).await?;
         register_functions(&sql);
+        check_vectors(&sql, index, model).await?;
         for (table, query) in &queries {
             let batches = sql.context().sql(query).await?.collect().await?;
             let batches = conform(*table, batches)?;
             metrics.rows_out += row_count(&batches) as u64;
-            let path = kb_part(index, *table);
+            let path = index.kb_part(*table);
             if batches.is_empty() {
                 write_part(&path, *table, &expected, &[RecordBatch::new_empty(table.schema())])?;
             } else {
@@ -142,7 +147,7 @@ pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
     // Parts of earlier layouts (none yet) would be removed here; kb tables have one part each.
     for (table, _) in &queries {
         for part in index.parts(*table)? {
-            if part != kb_part(index, *table) {
+            if part != index.kb_part(*table) {
                 remove_file(&part)?;
             }
         }
@@ -151,9 +156,65 @@ pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
     Ok(metrics)
 }
 
-/// The one part file of a kb table.
-pub fn kb_part(index: &Index, table: Table) -> std::path::PathBuf {
-    index.table_dir(table).join("part-0000.parquet")
+/// Checks that every per-document stage has finished on every bucket: a bucket with documents
+/// has a part of every per-document table, and a bucket without documents has none (the stages
+/// remove a bucket's rows when its documents are pruned). A merge of an index with a stage killed
+/// midway, or not rerun after documents were added or removed, would build a kb that silently
+/// lacks or keeps documents.
+fn check_complete(index: &Index) -> Result<()> {
+    let with_documents: Vec<bool> =
+        (0..index.settings().buckets).map(|b| index.bucket_path(Table::Documents, b).is_file()).collect();
+    let mut problems = Vec::new();
+    for table in inputs().filter(|&t| t != Table::Documents) {
+        let (mut missing, mut stale) = (Vec::new(), Vec::new());
+        for (bucket, &has_documents) in with_documents.iter().enumerate() {
+            match (has_documents, index.bucket_path(table, bucket as u32).is_file()) {
+                (true, false) => missing.push(bucket as u32),
+                (false, true) => stale.push(bucket as u32),
+                _ => {}
+            }
+        }
+        let list = |buckets: &[u32]| {
+            let shown: Vec<String> = buckets.iter().take(5).map(|b| format!("{b:04}")).collect();
+            let more = if buckets.len() > 5 { ", …" } else { "" };
+            format!("{} bucket(s): {}{more}", buckets.len(), shown.join(", "))
+        };
+        if !missing.is_empty() {
+            problems.push(format!("{table} lacks the rows of documents in {}", list(&missing)));
+        }
+        if !stale.is_empty() {
+            problems.push(format!("{table} keeps rows of removed documents in {}", list(&stale)));
+        }
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(Error::index(index.root(), IndexProblem::StagesIncomplete { problems }))
+}
+
+/// Checks that the units to merge have vectors of `model` (the embed stage ran with it).
+async fn check_vectors(sql: &IndexSql, index: &Index, model: &str) -> Result<()> {
+    let query = format!(
+        "SELECT (SELECT count(*) FROM hyperedges) AS units, \
+                (SELECT count(*) FROM embeddings WHERE {} = '{}') AS vectors",
+        col::MODEL,
+        model.replace('\'', "''")
+    );
+    let batches = sql.context().sql(&query).await?.collect().await?;
+    let count = |name| -> Result<i64> {
+        Ok(batches.first().map(|b| typed::<Int64Array>(b, name).map(|a| a.value(0))).transpose()?.unwrap_or(0))
+    };
+    let (units, vectors) = (count("units")?, count("vectors")?);
+    if units > 0 && vectors == 0 {
+        let problem = IndexProblem::MissingVectors {
+            table: Table::Hyperedges.to_string(),
+            missing: units as usize,
+            rows: units as usize,
+            model: model.to_owned(),
+        };
+        return Err(Error::index(index.root(), problem));
+    }
+    Ok(())
 }
 
 /// Gives query results the exact field names and nullability of the kb table (DataFusion

@@ -1,0 +1,469 @@
+//! One regression test per defect of the red-team run (concurrent runs, killed runs, odd paths,
+//! Unicode, expensive SQL, closed pipes, bad settings), each named after what must hold.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::kb::{ENV, build, sample_corpus};
+use crate::util::*;
+
+/// A JSON-lines corpus of documents `first..first + n`.
+fn numbered_corpus(path: &Path, first: usize, n: usize) -> PathBuf {
+    let lines: String = (first..first + n)
+        .map(|i| {
+            serde_json::json!({"doc_id": format!("d{i}"), "text": format!("Document {i} says {i}.")}).to_string() + "\n"
+        })
+        .collect();
+    std::fs::write(path, lines).unwrap();
+    path.to_owned()
+}
+
+fn count(index: &Path, sql: &str) -> i64 {
+    scalar(index, sql).as_i64().unwrap()
+}
+
+fn spawn(name: &str, args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
+    let mut cmd = Command::new(bin(name));
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("FLEXSTRUCT_")) {
+        cmd.env_remove(k);
+    }
+    cmd.envs(env.iter().copied()).spawn().unwrap()
+}
+
+fn finish(child: std::process::Child) -> Run {
+    let out = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn concurrent_ingests_of_one_index_lose_no_document() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("four.toml");
+    std::fs::write(&config, "[index]\nbuckets = 4\n").unwrap();
+    let index = tmp.path().join("index");
+    let (c, i) = (config.to_str().unwrap(), index.to_str().unwrap());
+    // The index exists first, so both runs race on its buckets rather than on its creation.
+    let seed = numbered_corpus(&tmp.path().join("seed.jsonl"), 9000, 1);
+    assert_eq!(run("ingest", &["--index", i, "--config", c, "--corpus", seed.to_str().unwrap()]).code, 0);
+    for round in 0..3 {
+        let halves: Vec<PathBuf> = (0..2)
+            .map(|h| numbered_corpus(&tmp.path().join(format!("half{round}{h}.jsonl")), round * 500 + h * 250, 250))
+            .collect();
+        let children: Vec<_> = halves
+            .iter()
+            .map(|h| spawn("ingest", &["--index", i, "--config", c, "-q", "--corpus", h.to_str().unwrap()], &[]))
+            .collect();
+        for child in children {
+            let out = finish(child);
+            assert_eq!(out.code, 0, "{}", out.stderr);
+        }
+        assert_eq!(count(&index, "SELECT count(*) FROM documents"), 1 + (round as i64 + 1) * 500);
+    }
+}
+
+#[test]
+fn an_index_path_with_glob_characters_is_taken_literally() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("idx[1]*?");
+    build(&index, &sample_corpus(), false);
+    assert!(count(&index, "SELECT count(*) FROM chunks") > 0);
+    let hyperedges = count(&index, "SELECT count(*) FROM hyperedges");
+    assert!(hyperedges > 0);
+    assert_eq!(count(&index, "SELECT count(*) FROM kb.hyperedges"), hyperedges);
+    let question = "When was the Kestrel Valley Water Compact signed?";
+    let q = run_env("query", &["--index", index.to_str().unwrap(), "--show", "3", question], &ENV);
+    assert_eq!(q.code, 0, "{}", q.stderr);
+    assert!(q.stdout.contains("14 May 2009"), "no evidence: {}", q.stdout);
+}
+
+/// The sample corpus and a copy of it without one document, both built (hashing vectors).
+fn two_kbs(dir: &Path) -> (PathBuf, PathBuf) {
+    let full = dir.join("full");
+    build(&full, &sample_corpus(), false);
+    let smaller = dir.join("corpus");
+    std::fs::create_dir_all(&smaller).unwrap();
+    let mut files: Vec<_> = std::fs::read_dir(sample_corpus()).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    for f in &files[1..] {
+        std::fs::copy(f, smaller.join(f.file_name().unwrap())).unwrap();
+    }
+    let other = dir.join("other");
+    build(&other, &smaller, false);
+    (full, other)
+}
+
+#[test]
+fn a_kb_written_by_an_interrupted_merge_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (full, other) = two_kbs(tmp.path());
+    // What a merge killed after writing two of its tables leaves: the rest is of the last merge.
+    for table in ["kb/entities", "kb/hyperedges"] {
+        std::fs::copy(other.join(table).join("part-0000.parquet"), full.join(table).join("part-0000.parquet")).unwrap();
+    }
+    let q = run_env(
+        "query",
+        &["--index", full.to_str().unwrap(), "When was the Kestrel Valley Water Compact signed?"],
+        &ENV,
+    );
+    assert_eq!(q.code, 2, "{}", q.stderr);
+    assert!(q.stderr.contains("mixes the output of different merges"), "{}", q.stderr);
+    assert!(q.stderr.contains("[kb/entities, kb/hyperedges]"), "{}", q.stderr);
+    assert!(q.stderr.contains("re-run `make merge`"), "{}", q.stderr);
+    // Merging again repairs it.
+    let m = run_env("merge", &["--index", full.to_str().unwrap()], &ENV);
+    assert_eq!(m.code, 0, "{}", m.stderr);
+    let q = run_env(
+        "query",
+        &["--index", full.to_str().unwrap(), "When was the Kestrel Valley Water Compact signed?"],
+        &ENV,
+    );
+    assert_eq!(q.code, 0, "{}", q.stderr);
+}
+
+#[test]
+fn a_query_waits_while_a_merge_writes_the_kb() {
+    use flexstruct_pipeline::io::Index;
+    use flexstruct_pipeline::io::lock::{LockName, exclusive};
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    build(&index, &sample_corpus(), false);
+    // This test holds the kb lock as a merge does while it writes.
+    let writer = exclusive(&Index::open(&index).unwrap(), LockName::Kb).unwrap();
+    let started = Instant::now();
+    let child = spawn(
+        "query",
+        &["--index", index.to_str().unwrap(), "When was the Kestrel Valley Water Compact signed?"],
+        &ENV,
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(writer);
+    let out = finish(child);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(started.elapsed() >= Duration::from_millis(1500));
+    let sql = spawn("sql", &["--index", index.to_str().unwrap(), "SELECT count(*) AS n FROM kb.entities"], &[]);
+    assert_eq!(finish(sql).code, 0);
+}
+
+#[test]
+fn prune_with_an_empty_corpus_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    let corpus = numbered_corpus(&tmp.path().join("c.jsonl"), 0, 5);
+    let i = index.to_str().unwrap();
+    assert_eq!(run("ingest", &["--index", i, "--corpus", corpus.to_str().unwrap()]).code, 0);
+    let empty_dir = tmp.path().join("empty");
+    std::fs::create_dir_all(&empty_dir).unwrap();
+    write_files(tmp.path(), &[("zero.jsonl", b""), ("none.json", b"[]")]);
+    for empty in [tmp.path().join("zero.jsonl"), tmp.path().join("none.json"), empty_dir] {
+        let out = run("ingest", &["--index", i, "--prune", "--corpus", empty.to_str().unwrap()]);
+        assert_eq!(out.code, 2, "{}: {}", empty.display(), out.stderr);
+        assert!(out.stderr.contains("holds no documents: --prune would remove every document"), "{}", out.stderr);
+        assert_eq!(count(&index, "SELECT count(*) FROM documents"), 5);
+    }
+}
+
+#[test]
+fn a_symlink_loop_in_a_corpus_is_read_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("corpus");
+    write_files(&corpus, &[("a.txt", b"Alpha text."), ("sub/b.txt", b"Beta text.")]);
+    std::os::unix::fs::symlink(&corpus, corpus.join("sub/loop")).unwrap();
+    std::os::unix::fs::symlink(corpus.join("sub"), corpus.join("again")).unwrap();
+    let index = tmp.path().join("index");
+    let out = run("ingest", &["--index", index.to_str().unwrap(), "--corpus", corpus.to_str().unwrap()]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(count(&index, "SELECT count(*) FROM documents"), 2);
+    let failures = query(&index, "SELECT unit, kind, message FROM failures ORDER BY unit");
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert_eq!(failures[0]["unit"], "again");
+    assert_eq!(failures[1]["unit"], "sub/loop");
+    assert!(failures.iter().all(|f| f["kind"] == "symlink_loop"));
+    let real = std::fs::canonicalize(&corpus).unwrap();
+    assert!(failures[1]["message"].as_str().unwrap().contains(&real.display().to_string()), "{failures:?}");
+}
+
+#[test]
+fn nfd_text_and_an_nfc_question_meet_on_the_same_entity() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("corpus.jsonl");
+    let text = "Zu\u{308}rich is a city in Switzerland. Zu\u{308}rich hosts the Limmat Festival every summer.";
+    std::fs::write(&corpus, serde_json::json!({"doc_id": "z", "title": "Zu\u{308}rich", "text": text}).to_string())
+        .unwrap();
+    let index = tmp.path().join("index");
+    build(&index, &corpus, false);
+    let stored = query(&index, "SELECT text, title FROM documents");
+    assert!(stored[0]["text"].as_str().unwrap().starts_with("Zürich is"), "{stored:?}");
+    assert_eq!(stored[0]["title"], "Zürich");
+    let names = query(&index, "SELECT norm_name FROM kb.entities WHERE norm_name LIKE 'z%'");
+    assert!(names.iter().any(|r| r["norm_name"] == "zürich"), "{names:?}");
+    let q = run_env("query", &["--index", index.to_str().unwrap(), "--show", "3", "What does Zürich host?"], &ENV);
+    assert_eq!(q.code, 0, "{}", q.stderr);
+    assert!(q.stdout.contains("Zürich hosts the Limmat Festival"), "{}", q.stdout);
+}
+
+#[test]
+fn failures_of_an_input_stay_until_it_is_read_or_pruned() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    let i = index.to_str().unwrap();
+    let bad = tmp.path().join("bad");
+    write_files(&bad, &[("good.txt", b"Good text."), ("broken.jsonl", b"{not json\n{\"text\": \"fine\"}\n")]);
+    assert_eq!(run("ingest", &["--index", i, "--corpus", bad.to_str().unwrap()]).code, 1);
+    let other = numbered_corpus(&tmp.path().join("other.jsonl"), 0, 3);
+    assert_eq!(run("ingest", &["--index", i, "--corpus", other.to_str().unwrap()]).code, 0);
+    assert_eq!(count(&index, "SELECT count(*) FROM failures"), 1, "another corpus does not clear them");
+    // The input is repaired: its failure goes.
+    write_files(&bad, &[("broken.jsonl", b"{\"text\": \"now\"}\n{\"text\": \"fine\"}\n")]);
+    assert_eq!(run("ingest", &["--index", i, "--corpus", bad.to_str().unwrap()]).code, 0);
+    assert_eq!(count(&index, "SELECT count(*) FROM failures"), 0);
+    // Broken again, then pruned away by another corpus: the failure goes with it.
+    write_files(&bad, &[("broken.jsonl", b"{not json\n")]);
+    assert_eq!(run("ingest", &["--index", i, "--corpus", bad.to_str().unwrap()]).code, 1);
+    assert_eq!(run("ingest", &["--index", i, "--prune", "--corpus", other.to_str().unwrap()]).code, 0);
+    assert_eq!(count(&index, "SELECT count(*) FROM failures"), 0);
+    assert_eq!(count(&index, "SELECT count(*) FROM documents"), 3);
+}
+
+#[test]
+fn concurrent_ingest_shards_record_each_input_failure_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("four.toml");
+    std::fs::write(&config, "[index]\nbuckets = 4\n").unwrap();
+    let corpus = tmp.path().join("c.jsonl");
+    let mut lines = std::fs::read_to_string(numbered_corpus(&corpus, 0, 20)).unwrap();
+    lines.push_str("{broken\n{\"title\": \"no text\"}\n{\"doc_id\": \"d3\", \"text\": \"again\"}\n");
+    std::fs::write(&corpus, lines).unwrap();
+    let index = tmp.path().join("index");
+    let (i, c) = (index.to_str().unwrap(), config.to_str().unwrap());
+    let seed = numbered_corpus(&tmp.path().join("seed.jsonl"), 100, 1);
+    assert_eq!(run("ingest", &["--index", i, "--config", c, "--corpus", seed.to_str().unwrap()]).code, 0);
+    let shards: Vec<_> = ["0/2", "1/2"]
+        .iter()
+        .map(|s| {
+            spawn(
+                "ingest",
+                &["--index", i, "--config", c, "-q", "--shard", s, "--corpus", corpus.to_str().unwrap()],
+                &[],
+            )
+        })
+        .collect();
+    let codes: Vec<i32> = shards.into_iter().map(|s| finish(s).code).collect();
+    assert!(codes.contains(&1), "{codes:?}");
+    let failures = query(&index, "SELECT unit, kind FROM failures ORDER BY unit");
+    let units: Vec<&str> = failures.iter().map(|f| f["unit"].as_str().unwrap()).collect();
+    assert_eq!(units, ["c.jsonl:21", "c.jsonl:22", "c.jsonl:23"], "{failures:?}");
+    assert_eq!(count(&index, "SELECT count(*) FROM documents"), 21);
+}
+
+#[test]
+fn a_closed_stdout_or_stderr_ends_quietly() {
+    let index = crate::query::sample_index();
+    let i = index.to_str().unwrap();
+    // stdout: the reader (`head`) goes away after the first bytes of a long result.
+    let mut child = Command::new(bin("sql"))
+        .args(["--index", i, "SELECT h.text FROM kb.hyperedges h, kb.hyperedges g"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // stderr: an error message for nobody is dropped; the exit code still says what happened.
+    let mut child = Command::new(bin("sql"))
+        .args(["--index", i, "SELECT nope FROM documents"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    assert_eq!(child.wait().unwrap().code(), Some(2));
+}
+
+#[test]
+fn a_hashing_model_of_no_dimension_is_refused_and_merge_wants_vectors_of_its_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    let corpus = numbered_corpus(&tmp.path().join("c.jsonl"), 0, 2);
+    let args = ["--index", index.to_str().unwrap(), "--corpus", corpus.to_str().unwrap()];
+    let out = run_env("ingest", &args, &[("FLEXSTRUCT_EMBED__MODEL", "hashing-0")]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("embed.model: `hashing-0`: expected hashing-<dim> with a dimension of at least 1"),
+        "{}",
+        out.stderr
+    );
+    let index = tmp.path().join("built");
+    build(&index, &sample_corpus(), false);
+    let out = run_env("merge", &["--index", index.to_str().unwrap()], &[("FLEXSTRUCT_EMBED__MODEL", "hashing-32")]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("have no vector of embedding model `hashing-32`"), "{}", out.stderr);
+    assert!(out.stderr.contains("make embed merge"), "{}", out.stderr);
+}
+
+#[test]
+fn counts_add_up_when_every_llm_call_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    let corpus = numbered_corpus(&tmp.path().join("c.jsonl"), 0, 3);
+    let (ingest, chunk) = ingest_chunk(&index, &corpus, None);
+    assert_eq!((ingest.code, chunk.code), (0, 0));
+    // Nothing listens on port 9 of the loopback.
+    let env = [
+        ("FLEXSTRUCT_BACKENDS__EXTRACT", "llm"),
+        ("FLEXSTRUCT_LLM__BASE_URL", "http://127.0.0.1:9/v1"),
+        ("FLEXSTRUCT_LLM__MODEL", "nobody"),
+        ("FLEXSTRUCT_LLM__API_KEY_ENV", ""),
+        ("FLEXSTRUCT_LLM__MAX_RETRIES", "0"),
+        ("FLEXSTRUCT_LLM__TIMEOUT_SECS", "2"),
+    ];
+    let out = run_env("extract", &["--index", index.to_str().unwrap()], &env);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("3 in → 0 rows out; 0 done, 0 up to date, 3 failed"), "{}", out.stderr);
+}
+
+#[test]
+fn temporary_files_of_a_killed_run_are_removed_by_the_next_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    let corpus = numbered_corpus(&tmp.path().join("c.jsonl"), 0, 2);
+    ingest_chunk(&index, &corpus, None);
+    // What `kill -9` during a write leaves: a hidden temporary file of a process that is gone.
+    let stale = index.join("chunks/.part-0003.parquet.99999999-0.tmp");
+    std::fs::write(&stale, b"half a part").unwrap();
+    let out = run("chunk", &["--index", index.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!stale.exists());
+}
+
+#[test]
+fn merge_refuses_an_index_whose_stages_have_not_finished() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    build(&index, &sample_corpus(), false);
+    let part = std::fs::read_dir(index.join("clusters")).unwrap().next().unwrap().unwrap().path();
+    let bucket = part.file_name().unwrap().to_str().unwrap()[5..9].to_owned();
+    std::fs::remove_file(&part).unwrap();
+    let out = run_env("merge", &["--index", index.to_str().unwrap()], &ENV);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!("clusters lacks the rows of documents in 1 bucket(s): {bucket}")),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("make index"), "{}", out.stderr);
+    // A pruned document whose rows the stages have not removed yet.
+    let docs = std::fs::read_dir(index.join("documents")).unwrap().next().unwrap().unwrap().path();
+    std::fs::remove_file(docs).unwrap();
+    let out = run_env("merge", &["--index", index.to_str().unwrap()], &ENV);
+    assert!(out.stderr.contains("keeps rows of removed documents"), "{}", out.stderr);
+}
+
+#[test]
+fn empty_results_print_their_header() {
+    let index = crate::query::sample_index();
+    let i = index.to_str().unwrap();
+    let table = run("sql", &["--index", i, "SELECT doc_id, title FROM documents WHERE false"]);
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    assert!(table.stdout.contains("| doc_id | title |"), "{}", table.stdout);
+    let csv = run("sql", &["--index", i, "--format", "csv", "SELECT doc_id, title FROM documents WHERE false"]);
+    assert_eq!(csv.stdout, "doc_id,title\n");
+}
+
+#[test]
+fn expensive_sql_hits_a_limit_with_a_clean_error() {
+    let index = crate::query::sample_index();
+    let i = index.to_str().unwrap();
+    let slow = run("sql", &["--index", i, "--timeout", "1", "SELECT count(*) FROM generate_series(1, 10000000000)"]);
+    assert_eq!(slow.code, 2, "{}", slow.stderr);
+    assert!(slow.stderr.contains("ran longer than the time limit of 1 s"), "{}", slow.stderr);
+    let big =
+        "SELECT string_agg(a.text || b.text || c.text, ',') FROM kb.hyperedges a, kb.hyperedges b, kb.hyperedges c";
+    let out = run("sql", &["--index", i, "--memory-limit", "64", big]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("Resources exhausted"), "{}", out.stderr);
+    assert!(out.stderr.contains("--memory-limit"), "{}", out.stderr);
+    let wide = "SELECT a.text, b.text FROM kb.hyperedges a, kb.hyperedges b, kb.hyperedges c";
+    let out = run("sql", &["--index", i, "--memory-limit", "16", wide]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("larger than the memory limit of 16 MiB"), "{}", out.stderr);
+}
+
+#[test]
+fn a_zero_tau_s_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = numbered_corpus(&tmp.path().join("c.jsonl"), 0, 1);
+    let index = tmp.path().join("i");
+    let args = ["--index", index.to_str().unwrap(), "--corpus", corpus.to_str().unwrap()];
+    let out = run_env("ingest", &args, &[("FLEXSTRUCT_HYPERGRAPH__TAU_S", "0")]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("hypergraph.tau_s: must be at least 1"), "{}", out.stderr);
+}
+
+#[test]
+fn a_single_underscore_override_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = numbered_corpus(&tmp.path().join("c.jsonl"), 0, 1);
+    let index = tmp.path().join("i");
+    let args = ["--index", index.to_str().unwrap(), "--corpus", corpus.to_str().unwrap()];
+    let out = run_env("ingest", &args, &[("FLEXSTRUCT_CHUNK_CT_MAX", "800")]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains(
+            "FLEXSTRUCT_CHUNK_CT_MAX: unknown variable (a configuration override is FLEXSTRUCT_CHUNK__CT_MAX)"
+        ),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_missing_corpus_creates_no_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("never");
+    let out =
+        run("ingest", &["--index", index.to_str().unwrap(), "--corpus", tmp.path().join("nope").to_str().unwrap()]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("nope: cannot be read"), "{}", out.stderr);
+    assert!(!index.exists());
+}
+
+#[test]
+fn a_truncated_output_part_is_rebuilt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    let corpus = numbered_corpus(&tmp.path().join("c.jsonl"), 0, 4);
+    ingest_chunk(&index, &corpus, None);
+    let before = query(&index, "SELECT * FROM chunks ORDER BY doc_id, chunk_idx");
+    let part = std::fs::read_dir(index.join("chunks")).unwrap().next().unwrap().unwrap().path();
+    let bytes = std::fs::read(&part).unwrap();
+    std::fs::write(&part, &bytes[..bytes.len() / 2]).unwrap();
+    let out = run("chunk", &["--index", index.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(query(&index, "SELECT * FROM chunks ORDER BY doc_id, chunk_idx"), before);
+    // A damaged input is named, not rebuilt.
+    let docs = std::fs::read_dir(index.join("documents")).unwrap().next().unwrap().unwrap().path();
+    std::fs::write(&docs, b"PAR1").unwrap();
+    let out = run("chunk", &["--index", index.to_str().unwrap()]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains(docs.file_name().unwrap().to_str().unwrap()), "{}", out.stderr);
+}
+
+#[test]
+fn a_context_cap_below_one_piece_is_refused() {
+    let index = crate::query::sample_index();
+    let out =
+        run_env("query", &["--index", index.to_str().unwrap(), "--max-context-tokens", "10", "What is it?"], &ENV);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("10 is too small: 0 (no cap) or at least 64 tokens"), "{}", out.stderr);
+}

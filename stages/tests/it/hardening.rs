@@ -467,3 +467,68 @@ fn a_context_cap_below_one_piece_is_refused() {
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("10 is too small: 0 (no cap) or at least 64 tokens"), "{}", out.stderr);
 }
+
+/// Copies a folder tree.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_tree(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_merge_killed_at_any_moment_leaves_a_kb_that_loads_whole_or_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (full, _) = two_kbs(tmp.path());
+    let i = full.to_str().unwrap();
+    let old_kb = tmp.path().join("old-kb");
+    copy_tree(&full.join("kb"), &old_kb);
+    // The index now holds a smaller corpus in every per-document table; its kb is the old one.
+    let smaller = tmp.path().join("corpus");
+    for stage in ["ingest", "chunk", "extract", "hypergraph", "graph", "embed", "cluster"] {
+        let mut args = vec!["--index", i, "-q"];
+        if stage == "ingest" {
+            args.extend(["--prune", "--corpus", smaller.to_str().unwrap()]);
+        }
+        assert_eq!(run_env(stage, &args, &ENV).code, 0, "{stage}");
+    }
+    let restore = || {
+        std::fs::remove_dir_all(full.join("kb")).unwrap();
+        copy_tree(&old_kb, &full.join("kb"));
+    };
+    restore();
+    let started = Instant::now();
+    assert_eq!(run_env("merge", &["--index", i, "-q"], &ENV).code, 0);
+    let merge_ms = started.elapsed().as_millis() as u64;
+    let mut refused = 0;
+    for step in 1..=10 {
+        restore();
+        let mut merge = spawn("merge", &["--index", i, "-q"], &ENV);
+        std::thread::sleep(Duration::from_millis(merge_ms * step / 10));
+        let _ = merge.kill();
+        let _ = merge.wait();
+        let q = run_env("query", &["--index", i, "When was the Kestrel Valley Water Compact signed?"], &ENV);
+        if q.code == 0 {
+            // Whole: the kb's documents are the index's (the merge finished) or the old kb's
+            // (it had not written yet), never a mix.
+            let kb_docs = count(&full, "SELECT count(*) FROM kb.doc_stats");
+            let docs = count(&full, "SELECT count(*) FROM documents");
+            assert!(kb_docs == docs || kb_docs == docs + 1, "step {step}: {kb_docs} vs {docs}");
+        } else {
+            assert_eq!(q.code, 2, "{}", q.stderr);
+            assert!(q.stderr.contains("mixes the output of different merges"), "step {step}: {}", q.stderr);
+            refused += 1;
+        }
+    }
+    // Rerunning the merge always repairs it.
+    assert_eq!(run_env("merge", &["--index", i], &ENV).code, 0);
+    let q = run_env("query", &["--index", i, "When was the Kestrel Valley Water Compact signed?"], &ENV);
+    assert_eq!(q.code, 0, "{}", q.stderr);
+    eprintln!("merge {merge_ms} ms; {refused} of 10 killed merges left a kb that was refused");
+}

@@ -29,6 +29,8 @@ use crate::stages::{NoProgress, RunContext, Stage, chunk, cluster, embed, merge}
 pub struct Backends {
     llm: Vec<Capability>,
     runner: Option<Arc<Runner>>,
+    /// The judge's own endpoint (`[judge]`), when configured.
+    judge: Option<Arc<Runner>>,
 }
 
 impl Backends {
@@ -40,16 +42,28 @@ impl Backends {
                 llm.push(capability);
             }
         }
-        let runner = match (&config.llm, llm.is_empty()) {
-            (Some(endpoint), false) => Some(Arc::new(Runner::connect(endpoint, index_root)?)),
+        let others = llm.iter().any(|&c| c != Capability::Judge || config.judge.is_none());
+        let runner = match (&config.llm, others) {
+            (Some(endpoint), true) => Some(Arc::new(Runner::connect(endpoint, index_root)?)),
             _ => None,
         };
-        Ok(Backends { llm, runner })
+        let judge = match (&config.judge, llm.contains(&Capability::Judge)) {
+            (Some(endpoint), true) => Some(Arc::new(Runner::connect(endpoint, index_root)?)),
+            _ => None,
+        };
+        Ok(Backends { llm, runner, judge })
     }
 
-    /// The runner, when `capability` runs on the LLM.
+    /// The runner, when `capability` runs on the LLM (the judge on its own endpoint when
+    /// `[judge]` is configured).
     pub fn llm(&self, capability: Capability) -> Option<Arc<Runner>> {
-        self.runner.clone().filter(|_| self.llm.contains(&capability))
+        if !self.llm.contains(&capability) {
+            return None;
+        }
+        match (capability, &self.judge) {
+            (Capability::Judge, Some(judge)) => Some(judge.clone()),
+            _ => self.runner.clone(),
+        }
     }
 
     /// Item extraction.

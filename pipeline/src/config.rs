@@ -70,12 +70,16 @@ pub struct Config {
     pub backends: BackendsConfig,
     /// The LLM endpoint; absent means no LLM is configured (every `auto` backend is the rules).
     pub llm: Option<LlmConfig>,
+    /// The GE judge's own endpoint (same keys as `[llm]`), so that answers are not graded by the
+    /// model that wrote them; absent: the judge is the `[llm]` endpoint (the report says which).
+    pub judge: Option<LlmConfig>,
 }
 
 impl Config {
-    /// Whether `capability` runs on the LLM.
+    /// Whether `capability` runs on the LLM (for the judge: on `[judge]`, else `[llm]`).
     pub fn uses_llm(&self, capability: Capability) -> Result<bool> {
-        self.backends.uses_llm(capability, self.llm.is_some())
+        let configured = self.llm.is_some() || (capability == Capability::Judge && self.judge.is_some());
+        self.backends.uses_llm(capability, configured)
     }
 
     /// Loads defaults, then `file` (if given), then `FLEXSTRUCT_<SECTION>__<KEY>` variables.
@@ -90,7 +94,11 @@ impl Config {
         figment = figment.merge(Env::prefixed(ENV_PREFIX).filter(|k| k.as_str().contains("__")).split("__"));
         let config: Config = figment.extract().map_err(|e| Error::ConfigLoad(Box::new(e)))?;
         config.validate()?;
-        let secrets = [config.embed.api_key_env.as_str(), config.llm.as_ref().map_or("", |l| l.api_key_env.as_str())];
+        let secrets = [
+            config.embed.api_key_env.as_str(),
+            config.llm.as_ref().map_or("", |l| l.api_key_env.as_str()),
+            config.judge.as_ref().map_or("", |l| l.api_key_env.as_str()),
+        ];
         check_env_names(std::env::vars().map(|(k, _)| k).filter(|k| !secrets.contains(&k.as_str())))?;
         Ok(config)
     }
@@ -107,6 +115,9 @@ impl Config {
         self.query.validate()?;
         if let Some(llm) = &self.llm {
             llm.validate()?;
+        }
+        if let Some(judge) = &self.judge {
+            judge.validate()?;
         }
         for capability in Capability::ALL {
             self.uses_llm(capability)?;

@@ -30,6 +30,8 @@ pub enum Reply {
     MalformedBody,
     /// A 200 with this exact body.
     Body(String),
+    /// A completion cut at the token limit: this text, `finish_reason: "length"`.
+    Cut(String),
 }
 
 impl Reply {
@@ -222,17 +224,8 @@ async fn answer(stream: &mut TcpStream, reply: Reply) -> bool {
             let extra = retry_after.map(|s| format!("Retry-After: {s}\r\n")).unwrap_or_default();
             (code, extra, json!({"error": {"message": format!("injected status {code}")}}).to_string())
         }
-        Reply::Content { text, usage } => {
-            let mut body = json!({
-                "id": "chatcmpl-test",
-                "object": "chat.completion",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            });
-            if usage {
-                body["usage"] = json!({"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120});
-            }
-            (200, String::new(), body.to_string())
-        }
+        Reply::Cut(text) => (200, String::new(), completion(&text, "length", true).to_string()),
+        Reply::Content { text, usage } => (200, String::new(), completion(&text, "stop", usage).to_string()),
         Reply::Slow { .. } => unreachable!("unwrapped above"),
     };
     let reason = match status {
@@ -246,6 +239,19 @@ async fn answer(stream: &mut TcpStream, reply: Reply) -> bool {
         body.len()
     );
     stream.write_all(response.as_bytes()).await.is_ok()
+}
+
+/// The body of a chat completion answering `text`, ending for `finish_reason`.
+fn completion(text: &str, finish_reason: &str, usage: bool) -> Value {
+    let mut body = json!({
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}],
+    });
+    if usage {
+        body["usage"] = json!({"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120});
+    }
+    body
 }
 
 /// A responder for item extraction: every sentence of the TARGET block becomes an item whose

@@ -178,6 +178,12 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether an external service (an LLM or embedding endpoint) failed for good: a failure of
+    /// the units that needed it, not of the run.
+    pub fn is_service_failure(&self) -> bool {
+        matches!(self, Error::External { .. })
+    }
+
     /// Whether DataFusion ran out of the memory its pool allows (a query over its limit).
     pub fn is_resources_exhausted(&self) -> bool {
         matches!(self, Error::DataFusion(e) if matches!(e.find_root(), datafusion::error::DataFusionError::ResourcesExhausted(_)))

@@ -1,7 +1,8 @@
 //! The cost table (paper Table 3) of an index: LLM prompt and response tokens and seconds per
 //! stage from `llm_calls` (each distinct request counted once, whether it was answered fresh or
 //! from the cache; seconds are those of fresh answers), next to each stage's wall time from the
-//! `manifest`.
+//! `manifest`. Answers cut at the token limit count too (their tokens were spent). Judge calls
+//! are the `evaluation` phase, apart from the answers' `generation`.
 
 use crate::core::{Result, threads};
 use crate::io::Index;
@@ -12,13 +13,13 @@ pub fn cost_sql() -> String {
     "WITH requests AS ( \
        SELECT stage, request_id, max(prompt_tokens) AS prompt_tokens, max(completion_tokens) AS completion_tokens, \
               sum(CASE WHEN cached THEN 0 ELSE latency_ms END) AS latency_ms \
-       FROM llm_calls WHERE status = 'ok' GROUP BY stage, request_id), \
+       FROM llm_calls WHERE status IN ('ok', 'length') GROUP BY stage, request_id), \
      llm AS ( \
        SELECT stage, count(*) AS requests, sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens, \
               round(sum(latency_ms) / 1000.0, 1) AS llm_seconds FROM requests GROUP BY stage), \
      runs AS (SELECT stage, round(sum(seconds), 1) AS stage_seconds, count(*) AS runs FROM manifest GROUP BY stage) \
      SELECT coalesce(r.stage, l.stage) AS stage, \
-            CASE WHEN coalesce(r.stage, l.stage) IN ('query', 'eval') THEN 'generation' ELSE 'construction' END AS phase, \
+            CASE coalesce(r.stage, l.stage) WHEN 'query' THEN 'generation' WHEN 'eval' THEN 'evaluation' ELSE 'construction' END AS phase, \
             coalesce(l.requests, 0) AS requests, coalesce(l.prompt_tokens, 0) AS prompt_tokens, \
             coalesce(l.completion_tokens, 0) AS completion_tokens, coalesce(l.llm_seconds, 0) AS llm_seconds, \
             r.stage_seconds, coalesce(r.runs, 0) AS runs \

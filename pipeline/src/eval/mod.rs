@@ -94,12 +94,17 @@ pub struct Row {
     pub question: String,
     /// The answer given.
     pub answer: String,
+    /// Its direct answer, when the generator gave one apart (what EM and F1 score).
+    pub short_answer: Option<String>,
     /// Exact match (0/1).
     pub em: f64,
     /// Token F1.
     pub f1: f64,
-    /// GE (0–1), when an LLM judge ran.
+    /// GE (0–1), when an LLM judge ran and graded the answer.
     pub ge: Option<f64>,
+    /// Whether an LLM judge was asked (a judged row without GE is a grading that failed).
+    #[serde(skip)]
+    pub judged: bool,
     /// A gold answer occurs in the context (0/1).
     pub answer_recall: Option<f64>,
     /// Share of the gold answer's content words in the context.
@@ -154,7 +159,9 @@ pub fn evaluate(
             let context = ContextText::new(&text.join("\n"));
             let ranked: Vec<&str> = a.evidence.iter().map(|e| e.doc_id.as_str()).collect();
             let docs: HashSet<&str> = ranked.iter().copied().collect();
-            let f1 = f1(&a.answer, &q.answers);
+            // The direct answer when the generator gave it apart (an LLM's `Answer:` line).
+            let scored = a.short_answer.as_deref().unwrap_or(&a.answer);
+            let f1 = f1(scored, &q.answers);
             Row {
                 variant: variant.label.clone(),
                 mode: variant.config.mode.name().to_owned(),
@@ -162,9 +169,11 @@ pub fn evaluate(
                 kind: q.kind.clone().unwrap_or_else(|| "untyped".into()),
                 question: q.question.clone(),
                 answer: a.answer.clone(),
-                em: exact_match(&a.answer, &q.answers),
+                short_answer: a.short_answer.clone(),
+                em: exact_match(scored, &q.answers),
                 f1,
                 ge: ge.map(|scores| judge::ge(&scores, f1)),
+                judged: judge.measures(),
                 answer_recall: context.contains_answer(&q.answers),
                 answer_token_recall: context.answer_token_recall(&q.answers),
                 evidence_recall: context.evidence_recall(&q.evidence),
@@ -190,8 +199,11 @@ pub struct Stats {
     pub em: Option<f64>,
     /// F1 ×100.
     pub f1: Option<f64>,
-    /// GE ×100 (null when no LLM judge ran).
+    /// GE ×100 over the graded answers (null when no LLM judge ran).
     pub ge: Option<f64>,
+    /// Answers the judge graded (null when no LLM judge ran); `n - n_ge` gradings failed and
+    /// are not in `ge`.
+    pub n_ge: Option<usize>,
     /// Answer recall ×100.
     pub answer_recall: Option<f64>,
     /// Answer-token recall ×100.
@@ -242,6 +254,7 @@ pub fn stats(rows: &[&Row], by_type: bool) -> Stats {
         em: pct(rows.iter().map(|r| r.em)),
         f1: pct(rows.iter().map(|r| r.f1)),
         ge: pct(rows.iter().filter_map(|r| r.ge)),
+        n_ge: rows.iter().any(|r| r.judged).then(|| rows.iter().filter(|r| r.ge.is_some()).count()),
         answer_recall: pct(rows.iter().filter_map(|r| r.answer_recall)),
         answer_token_recall: pct(rows.iter().filter_map(|r| r.answer_token_recall)),
         evidence_recall: pct(rows.iter().filter_map(|r| r.evidence_recall)),
@@ -280,9 +293,11 @@ mod tests {
             kind: kind.into(),
             question: String::new(),
             answer: String::new(),
+            short_answer: None,
             em,
             f1: em,
             ge: None,
+            judged: false,
             answer_recall: recall,
             answer_token_recall: None,
             evidence_recall: None,

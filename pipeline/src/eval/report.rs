@@ -37,7 +37,13 @@ pub fn summary_table(summary: &[(String, Stats)]) -> String {
             st.n,
             cell(st.em),
             cell(st.f1),
-            st.ge.map_or_else(|| "not measured".to_owned(), |v| format!("{v:.2}")),
+            match (st.ge, st.n_ge) {
+                (_, None) => "not measured".to_owned(),
+                (Some(v), Some(graded)) if graded == st.n => format!("{v:.2}"),
+                // Failed gradings are said, not hidden in the mean.
+                (Some(v), Some(graded)) => format!("{v:.2} ({graded} of {} graded)", st.n),
+                (None, Some(_)) => format!("none of {} graded", st.n),
+            },
             cell(st.answer_recall),
             cell(st.answer_token_recall),
             cell(st.evidence_recall),

@@ -29,6 +29,7 @@ pub enum FailureKind {
     UnsupportedFile,
     SymlinkLoop,
     LlmError,
+    Truncated,
     Unparseable,
 }
 
@@ -48,6 +49,7 @@ impl FailureKind {
             FailureKind::UnsupportedFile => "unsupported_file",
             FailureKind::SymlinkLoop => "symlink_loop",
             FailureKind::LlmError => "llm_error",
+            FailureKind::Truncated => "truncated",
             FailureKind::Unparseable => "unparseable",
         }
     }

@@ -64,6 +64,13 @@ pub enum LlmError {
         /// Server message (truncated).
         message: String,
     },
+    /// The answer was cut at the token limit (`finish_reason: "length"`): it is incomplete, so
+    /// it is neither used nor cached.
+    #[error("the answer was cut off at max_tokens = {max_tokens} (finish_reason \"length\")")]
+    Cut {
+        /// The limit it hit.
+        max_tokens: u32,
+    },
     /// Every attempt failed with a retryable error.
     #[error("no answer after {attempts} attempts; last error: {last}")]
     Exhausted {
@@ -97,12 +104,20 @@ impl std::fmt::Debug for LlmClient {
     }
 }
 
-/// Turns a 200 body into the text to cache and the (prompt, completion) usage, if reported.
-type ParseBody = fn(&str) -> Result<(String, Option<(u64, u64)>), String>;
+/// What a 200 body holds: the text to cache, the (prompt, completion) usage if reported, and
+/// whether the answer was cut at `max_tokens` (`finish_reason: "length"`).
+struct Parsed {
+    content: String,
+    usage: Option<(u64, u64)>,
+    cut: bool,
+}
+
+/// Turns a 200 body into its [`Parsed`] content.
+type ParseBody = fn(&str) -> Result<Parsed, String>;
 
 /// How one attempt ended.
 enum Attempt {
-    Answer { content: String, usage: Option<(u64, u64)> },
+    Answer(Parsed),
     Retry { status: String, error: String, after: Option<Duration> },
     Fail(LlmError, String),
 }
@@ -157,11 +172,15 @@ impl LlmClient {
 
     /// The cache key of a request: model, full prompt and sampling parameters (never the key).
     pub fn request_id(&self, messages: &[Message]) -> String {
+        self.request_id_with(messages, self.config.max_tokens)
+    }
+
+    fn request_id_with(&self, messages: &[Message], max_tokens: u32) -> String {
         let identity = json!({
             "model": self.config.model,
             "messages": messages,
             "temperature": self.config.temperature,
-            "max_tokens": self.config.max_tokens,
+            "max_tokens": max_tokens,
         });
         sha256_hex(identity.to_string().as_bytes())
     }
@@ -174,15 +193,26 @@ impl LlmClient {
 
     /// Sends a chat request (or answers it from the cache) and returns the answer text.
     pub async fn chat(&self, context: &CallContext, messages: &[Message]) -> Result<String, LlmError> {
-        let key = self.request_id(messages);
+        self.chat_with_room(context, messages, self.config.max_tokens).await
+    }
+
+    /// [`LlmClient::chat`] with room for `max_tokens` in the answer (a retry of an answer that
+    /// was cut off asks with more).
+    pub async fn chat_with_room(
+        &self,
+        context: &CallContext,
+        messages: &[Message],
+        max_tokens: u32,
+    ) -> Result<String, LlmError> {
+        let key = self.request_id_with(messages, max_tokens);
         let prompt_estimate = messages.iter().map(|m| self.counter.count(&m.content) as u64 + 4).sum::<u64>();
         let body = json!({
             "model": self.config.model,
             "messages": messages,
             "temperature": self.config.temperature,
-            "max_tokens": self.config.max_tokens,
+            "max_tokens": max_tokens,
         });
-        let reserve = prompt_estimate + u64::from(self.config.max_tokens.min(512));
+        let reserve = prompt_estimate + u64::from(max_tokens.min(512));
         self.send(context, &key, "chat/completions", &body, prompt_estimate, reserve, parse_completion).await
     }
 
@@ -238,12 +268,18 @@ impl LlmClient {
             let outcome = self.attempt(path, body, parse).await;
             let latency = started.elapsed().as_millis() as u64;
             match outcome {
-                Attempt::Answer { content, usage } => {
+                Attempt::Answer(Parsed { content, usage, cut }) => {
                     let (prompt, completion, estimated) = match usage {
                         Some((p, c)) => (p, c, false),
                         None if path == "embeddings" => (prompt_estimate, 0, true),
                         None => (prompt_estimate, self.counter.count(&content) as u64, true),
                     };
+                    if cut {
+                        // Spent, recorded, and not an answer: the caller asks again with more room.
+                        self.record(context, key, prompt, completion, estimated, latency, false, "length");
+                        let max_tokens = body["max_tokens"].as_u64().unwrap_or_default() as u32;
+                        return Err(LlmError::Cut { max_tokens });
+                    }
                     self.record(context, key, prompt, completion, estimated, latency, false, "ok");
                     let entry = CachedAnswer {
                         content: content.clone(),
@@ -323,7 +359,7 @@ impl LlmClient {
             );
         }
         match parse(&text) {
-            Ok((content, usage)) => Attempt::Answer { content, usage },
+            Ok(parsed) => Attempt::Answer(parsed),
             Err(e) => Attempt::Retry { status: "bad_response".into(), error: e, after: None },
         }
     }
@@ -387,7 +423,7 @@ impl LlmClient {
 }
 
 /// The vectors (as JSON text, in input order) and usage of an OpenAI-style embeddings body.
-fn parse_embeddings(body: &str) -> Result<(String, Option<(u64, u64)>), String> {
+fn parse_embeddings(body: &str) -> Result<Parsed, String> {
     #[derive(Deserialize)]
     struct Embeddings {
         data: Vec<Datum>,
@@ -406,11 +442,11 @@ fn parse_embeddings(body: &str) -> Result<(String, Option<(u64, u64)>), String> 
     parsed.data.sort_by_key(|d| d.index.unwrap_or(usize::MAX));
     let vectors: Vec<Vec<f32>> = parsed.data.into_iter().map(|d| d.embedding).collect();
     let content = serde_json::to_string(&vectors).map_err(|e| e.to_string())?;
-    Ok((content, parsed.usage.and_then(|u| u.prompt_tokens).map(|p| (p, 0))))
+    Ok(Parsed { content, usage: parsed.usage.and_then(|u| u.prompt_tokens).map(|p| (p, 0)), cut: false })
 }
 
 /// The answer text and usage of an OpenAI-style chat completion body.
-fn parse_completion(body: &str) -> Result<(String, Option<(u64, u64)>), String> {
+fn parse_completion(body: &str) -> Result<Parsed, String> {
     #[derive(Deserialize)]
     struct Completion {
         choices: Vec<Choice>,
@@ -419,6 +455,7 @@ fn parse_completion(body: &str) -> Result<(String, Option<(u64, u64)>), String> 
     #[derive(Deserialize)]
     struct Choice {
         message: ChoiceMessage,
+        finish_reason: Option<String>,
     }
     #[derive(Deserialize)]
     struct ChoiceMessage {
@@ -430,14 +467,11 @@ fn parse_completion(body: &str) -> Result<(String, Option<(u64, u64)>), String> 
         completion_tokens: Option<u64>,
     }
     let completion: Completion = serde_json::from_str(body).map_err(|e| format!("unreadable completion body: {e}"))?;
-    let content = completion
-        .choices
-        .into_iter()
-        .next()
-        .and_then(|c| c.message.content)
-        .ok_or_else(|| "the completion has no message content".to_owned())?;
+    let choice = completion.choices.into_iter().next().ok_or_else(|| "the completion has no choices".to_owned())?;
+    let cut = choice.finish_reason.as_deref() == Some("length");
+    let content = choice.message.content.ok_or_else(|| "the completion has no message content".to_owned())?;
     let usage = completion.usage.and_then(|u| Some((u.prompt_tokens?, u.completion_tokens?)));
-    Ok((content, usage))
+    Ok(Parsed { content, usage, cut })
 }
 
 #[cfg(test)]
@@ -447,9 +481,13 @@ mod tests {
     #[test]
     fn completions_parse_with_and_without_usage() {
         let body = r#"{"choices":[{"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}"#;
-        assert_eq!(parse_completion(body).unwrap(), ("hi".to_owned(), Some((5, 1))));
+        let parsed = parse_completion(body).unwrap();
+        assert_eq!((parsed.content.as_str(), parsed.usage, parsed.cut), ("hi", Some((5, 1)), false));
         let body = r#"{"choices":[{"message":{"content":"hi"}}]}"#;
-        assert_eq!(parse_completion(body).unwrap(), ("hi".to_owned(), None));
+        let parsed = parse_completion(body).unwrap();
+        assert_eq!((parsed.content.as_str(), parsed.usage, parsed.cut), ("hi", None, false));
+        let cut = r#"{"choices":[{"message":{"content":"{\"items\": ["},"finish_reason":"length"}]}"#;
+        assert!(parse_completion(cut).unwrap().cut);
         assert!(parse_completion(r#"{"choices":[]}"#).is_err());
         assert!(parse_completion("<html>").is_err());
     }

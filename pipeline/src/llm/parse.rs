@@ -1,14 +1,22 @@
 //! Tolerant parsing of JSON answers: models wrap JSON in code fences, add prose around it,
-//! leave trailing commas, use smart quotes, or stop mid-answer. This recovers what can be
-//! recovered and says precisely what could not.
+//! leave trailing commas or comments, use smart quotes. This repairs what changes no content
+//! and says precisely what could not be read. An answer that stops in the middle of its JSON is
+//! never repaired into a shorter one: the elements after the cut would be lost without a trace,
+//! so it is an error (the caller asks again, and records a failure if that fails too).
 
 use serde::de::DeserializeOwned;
 
-/// Parses the first JSON object or array in `answer` as `T`, repairing common damage.
+/// Parses the first JSON object or array in `answer` as `T`, repairing fences, prose, trailing
+/// commas, comments and smart quotes; an answer cut off before its JSON ends is an error.
 pub fn parse_json<T: DeserializeOwned>(answer: &str) -> Result<T, String> {
-    let Some(candidate) = json_candidate(answer) else {
+    let Some((candidate, whole)) = json_candidate(answer) else {
         return Err("the answer contains no JSON object or array".into());
     };
+    if !whole {
+        return Err("the answer stops before its JSON ends (cut off): it is not read, so that nothing after the cut \
+                    is silently lost"
+            .into());
+    }
     let first_error = match serde_json::from_str::<T>(candidate) {
         Ok(v) => return Ok(v),
         Err(e) if e.classify() == serde_json::error::Category::Data => {
@@ -16,62 +24,39 @@ pub fn parse_json<T: DeserializeOwned>(answer: &str) -> Result<T, String> {
         }
         Err(e) => e,
     };
-    let mut text = clean(candidate);
-    // A truncated answer: close what is open; if that does not parse, drop the last partial
-    // element and try again.
-    for _ in 0..64 {
-        let close = closers(&text);
-        // A string cut off mid-way is damaged content: drop its element instead of closing it.
-        if close.starts_with('"') {
-            match last_separator(&text) {
-                Some(cut) if cut > 0 => {
-                    text.truncate(cut);
-                    strip_trailing_comma(&mut text);
-                    continue;
-                }
-                _ => break,
-            }
+    match serde_json::from_str::<T>(&clean(candidate)) {
+        Ok(v) => Ok(v),
+        Err(e) if e.classify() == serde_json::error::Category::Data => {
+            Err(format!("the JSON does not have the requested shape: {e}"))
         }
-        let closed = format!("{text}{close}");
-        // A shape error here means the closed partial element lacks fields: cut it too.
-        if let Ok(v) = serde_json::from_str::<T>(&closed) {
-            return Ok(v);
-        }
-        match last_separator(&text) {
-            Some(cut) if cut > 0 => {
-                text.truncate(cut);
-                strip_trailing_comma(&mut text);
-            }
-            _ => break,
-        }
+        Err(_) => Err(format!("invalid JSON: {first_error}")),
     }
-    Err(format!("invalid JSON: {first_error}"))
 }
 
-/// The text from the first `{` or `[` to its matching bracket (or to the end when the answer
-/// was cut off).
-fn json_candidate(answer: &str) -> Option<&str> {
+/// The text from the first `{` or `[` to its matching bracket, and whether that bracket was
+/// found (false: the answer was cut off).
+fn json_candidate(answer: &str) -> Option<(&str, bool)> {
     let start = answer.find(['{', '['])?;
     let s = &answer[start..];
     let mut depth = 0i32;
-    for (i, c) in structure(s).0 {
+    for (i, c) in structure(s) {
         match c {
             '{' | '[' => depth += 1,
             '}' | ']' => {
                 depth -= 1;
                 if depth == 0 {
-                    return Some(&s[..=i]);
+                    return Some((&s[..=i], true));
                 }
             }
             _ => {}
         }
     }
-    Some(s.trim_end().trim_end_matches("```").trim_end())
+    Some((s, false))
 }
 
 /// The characters of JSON text that lie outside string literals (quotes excluded), with their
-/// byte offsets, and whether the text ends inside a string.
-fn structure(s: &str) -> (Vec<(usize, char)>, bool) {
+/// byte offsets.
+fn structure(s: &str) -> Vec<(usize, char)> {
     let mut out = Vec::new();
     let mut in_string = false;
     let mut escaped = false;
@@ -89,7 +74,7 @@ fn structure(s: &str) -> (Vec<(usize, char)>, bool) {
             out.push((i, c));
         }
     }
-    (out, in_string)
+    out
 }
 
 /// Smart quotes outside strings become JSON quotes, `//` comments and trailing commas go.
@@ -148,49 +133,12 @@ fn clean(s: &str) -> String {
     out
 }
 
-/// What closes the strings and brackets left open at the end of `s`.
-fn closers(s: &str) -> String {
-    let (structural, in_string) = structure(s);
-    let mut open = Vec::new();
-    for (_, c) in structural {
-        match c {
-            '{' => open.push('}'),
-            '[' => open.push(']'),
-            '}' | ']' => {
-                open.pop();
-            }
-            _ => {}
-        }
-    }
-    let mut out = String::new();
-    if in_string {
-        out.push('"');
-    }
-    out.extend(open.into_iter().rev());
-    out
-}
-
 fn strip_trailing_comma(out: &mut String) {
     let trimmed = out.trim_end().len();
     out.truncate(trimmed);
     if out.ends_with(',') {
         out.pop();
     }
-}
-
-/// Byte offset of the last `,` outside strings, or just after the last opener: where the last
-/// (partial) element starts.
-fn last_separator(s: &str) -> Option<usize> {
-    let mut last = None;
-    for (i, c) in structure(s).0 {
-        match c {
-            ',' => last = Some(i),
-            // After an opener, unless it is the last character: then the opener itself goes.
-            '{' | '[' => last = Some(if i + 1 < s.len() { i + 1 } else { i }),
-            _ => {}
-        }
-    }
-    last.filter(|&l| l < s.len())
 }
 
 #[cfg(test)]
@@ -219,17 +167,14 @@ mod tests {
     }
 
     #[test]
-    fn truncated_answers_keep_complete_elements() {
-        let answer = "{\"items\": [{\"statement\": \"one\", \"entities\": []}, {\"statement\": \"tw";
-        assert_eq!(items(answer).unwrap(), [("one".to_owned(), 0)]);
-        let answer = "{\"items\": [{\"statement\": \"one\", \"entities\": [\"x\", \"y\"";
-        // Closing what is open invents nothing: the element is kept as far as it goes.
-        assert_eq!(items(answer).unwrap(), [("one".to_owned(), 2)]);
-        let answer = "{\"items\": [{\"statement\": \"one\", \"entities\": [\"x\", \"y";
-        // ... but a string cut off mid-way is dropped, not completed.
-        assert_eq!(items(answer).unwrap(), [("one".to_owned(), 1)]);
-        let answer = "{\"items\": [{\"statement\": \"one\", \"entities\": [\"x\"]}, {\"statement\": \"two\", \"enti";
-        assert_eq!(items(answer).unwrap(), [("one".to_owned(), 1)]);
+    fn a_cut_answer_is_an_error_not_a_shorter_answer() {
+        for answer in [
+            "{\"items\": [{\"statement\": \"one\", \"entities\": []}, {\"statement\": \"tw",
+            "{\"items\": [{\"statement\": \"one\", \"entities\": [\"x\", \"y\"",
+            "```json\n{\"items\": [{\"statement\": \"one\", \"entities\": [\"x\"]},\n```",
+        ] {
+            assert!(items(answer).unwrap_err().contains("cut off"), "{answer}");
+        }
     }
 
     #[test]
@@ -284,18 +229,13 @@ mod tests {
             }
 
             #[test]
-            fn fuzz_a_cut_answer_keeps_the_items_before_the_cut(items in prop::collection::vec(item(), 1..6), cut in 0.0f64..1.0) {
+            fn fuzz_a_cut_answer_is_never_read_as_a_shorter_one(items in prop::collection::vec(item(), 1..6), cut in 0.0f64..1.0) {
                 let json = to_json(&items);
                 let mut at = (json.len() as f64 * cut) as usize;
                 while !json.is_char_boundary(at) {
                     at -= 1;
                 }
-                if let Ok(parsed) = parse_json::<Items>(&json[..at]) {
-                    // Every item but the last one recovered is whole; the last may be the one cut.
-                    prop_assert!(parsed.items.len() <= items.len());
-                    let whole = parsed.items.len().saturating_sub(1);
-                    prop_assert_eq!(&parsed.items[..whole], &items[..whole]);
-                }
+                prop_assert!(parse_json::<Items>(&json[..at]).is_err());
             }
         }
     }

@@ -9,7 +9,7 @@
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use super::client::{CallContext, LlmClient, Message};
+use super::client::{CallContext, LlmClient, LlmError, Message};
 use super::parse::parse_json;
 use crate::core::ids::sha256_hex;
 use crate::io::{FailureKind, UnitError};
@@ -57,16 +57,19 @@ events, concepts, quantities, dates, written as in the question. Answer with JSO
 /// Instructions for answering from numbered evidence.
 const ANSWER_INSTRUCTIONS: &str = "\
 You answer a question from numbered EVIDENCE taken from a document collection. Rely on the \
-evidence only; if it does not contain the answer, say so in one sentence. Begin with the direct \
-answer (just the name, number, date or short phrase when the question asks for one), then add \
-what the question needs beyond that in a few sentences. Put the numbers of the evidence that \
+evidence only. Write the first line as `Answer: ` followed by the direct answer alone: just the \
+name, number, date, yes or no, or short phrase the question asks for, with no citation and no \
+full sentence (for an open question, one short sentence). If the evidence does not contain the \
+answer, write `Answer: unknown` and say why in one sentence. Then, from the next line, add what \
+the question needs beyond that in a few sentences, putting the numbers of the evidence that \
 supports each statement in square brackets after it, like [2] or [1][4].";
 
 /// Instructions for answering without retrieval (the no-retrieval peer).
 const CLOSED_BOOK_INSTRUCTIONS: &str = "\
-Answer the question from your own knowledge. Begin with the direct answer (just the name, \
-number, date or short phrase when the question asks for one), then add what the question needs \
-beyond that in a few sentences.";
+Answer the question from your own knowledge. Write the first line as `Answer: ` followed by the \
+direct answer alone: just the name, number, date, yes or no, or short phrase the question asks \
+for (for an open question, one short sentence). Then, from the next line, add what the question \
+needs beyond that in a few sentences.";
 
 /// Instructions of the GE judge.
 const JUDGE_INSTRUCTIONS: &str = "\
@@ -184,6 +187,9 @@ impl Prompt {
             text.push('\u{0}');
         }
         text.push_str(&repair_request("{error}"));
+        // How answers are read belongs to the prompt's identity too: since reading version 2 an
+        // answer cut off is asked again (with more room, then in halves), never salvaged.
+        text.push_str(ANSWER_READING);
         sha256_hex(text.as_bytes())[..12].to_owned()
     }
 }
@@ -243,6 +249,27 @@ pub struct QueryEntitiesAnswer {
     pub entities: Vec<String>,
 }
 
+/// The whole answer to `messages`: an answer cut at the token limit is asked again once with
+/// twice the room; cut again, it is a [`FailureKind::Truncated`] failure of the unit (never a
+/// shorter answer taken as complete).
+async fn chat_whole(client: &LlmClient, context: &CallContext, messages: &[Message]) -> Result<String, UnitError> {
+    let llm_error = |e: LlmError| {
+        let kind = if matches!(e, LlmError::Cut { .. }) { FailureKind::Truncated } else { FailureKind::LlmError };
+        UnitError { kind, message: e.to_string() }
+    };
+    match client.chat(context, messages).await {
+        Err(LlmError::Cut { max_tokens }) => {
+            let room = CallContext { purpose: format!("{}_more_room", context.purpose), ..context.clone() };
+            client.chat_with_room(&room, messages, max_tokens.saturating_mul(2)).await.map_err(llm_error)
+        }
+        other => other.map_err(llm_error),
+    }
+}
+
+/// The version of how answers are read ([`ask_json`], [`super::parse`]), part of every prompt's
+/// version so that a change of it reruns what the LLM built.
+const ANSWER_READING: &str = "reading 2: cut answers asked again";
+
 /// Asks for JSON of shape `T`; an unreadable answer gets one repair round (the answer and the
 /// parse error go back to the model) before giving up.
 pub async fn ask_json<T: DeserializeOwned>(
@@ -250,8 +277,7 @@ pub async fn ask_json<T: DeserializeOwned>(
     context: &CallContext,
     messages: Vec<Message>,
 ) -> Result<T, UnitError> {
-    let llm_error = |e: super::client::LlmError| UnitError { kind: FailureKind::LlmError, message: e.to_string() };
-    let answer = client.chat(context, &messages).await.map_err(llm_error)?;
+    let answer = chat_whole(client, context, &messages).await?;
     let error = match parse_json::<T>(&answer) {
         Ok(v) => return Ok(v),
         Err(e) => e,
@@ -260,7 +286,7 @@ pub async fn ask_json<T: DeserializeOwned>(
     repair.push(Message::assistant(answer));
     repair.push(Message::user(repair_request(&error)));
     let repair_context = CallContext { purpose: format!("{}_repair", context.purpose), ..context.clone() };
-    let answer = client.chat(&repair_context, &repair).await.map_err(llm_error)?;
+    let answer = chat_whole(client, &repair_context, &repair).await?;
     parse_json::<T>(&answer).map_err(|e| {
         // Unusable answers must not be served from the cache when the unit is retried.
         client.forget(&repair);

@@ -126,6 +126,8 @@ impl Answerer for LlmAnswerer {
 pub struct Generated {
     /// The answer text (empty when there is nothing to answer from).
     pub answer: String,
+    /// The direct answer alone, when the answer gives it apart from an explanation.
+    pub short: Option<String>,
     /// The sentence the answer comes from, when the answer is a short span of it (or an option
     /// of the question that it decides).
     pub support: Option<String>,
@@ -260,7 +262,7 @@ pub fn extractive(question: &str, context: &Context, short: bool) -> Generated {
         None => context.evidence[c.evidence].spans.clone(),
     };
     let support = (answer != c.text.trim()).then(|| c.text.trim().to_owned());
-    Generated { answer, support, cited: vec![c.evidence], citations }
+    Generated { answer, short: None, support, cited: vec![c.evidence], citations }
 }
 
 /// Evidence numbers cited as `[n]`, `[n, m]` or `[n][m]` in an LLM answer, as 0-based positions
@@ -294,7 +296,47 @@ pub fn from_llm(answer: String, context: &Context) -> Generated {
     let mut citations: Vec<Span> = cited.iter().flat_map(|&i| context.evidence[i].spans.iter().cloned()).collect();
     let mut seen = HashSet::new();
     citations.retain(|s| seen.insert(s.clone()));
-    Generated { answer: answer.trim().to_owned(), support: None, cited, citations }
+    let short = short_of(&answer);
+    Generated { answer: answer.trim().to_owned(), short, support: None, cited, citations }
+}
+
+/// The direct answer of an LLM's answer: what follows `Answer:` on its first such line (the
+/// answer prompt asks for it), else its first sentence; citation markers and markdown emphasis
+/// removed. None for an empty answer.
+pub fn short_of(answer: &str) -> Option<String> {
+    let labelled = answer.lines().find_map(|line| {
+        let line = line.trim().trim_start_matches(['*', '_', '#', ' ']);
+        let (label, rest) = line.split_once(':')?;
+        label.trim_end_matches(['*', '_']).trim().eq_ignore_ascii_case("answer").then_some(rest)
+    });
+    let text = match labelled {
+        Some(rest) => rest.to_owned(),
+        None => {
+            let first = answer.trim();
+            let end = crate::core::text::sentence_ends(first).first().copied().unwrap_or(first.len());
+            first[..end].to_owned()
+        }
+    };
+    let mut short = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    // Drop `[n]`, `[n, m]` markers.
+    while let Some(open) = rest.find('[') {
+        let (before, after) = rest.split_at(open);
+        short.push_str(before);
+        match after.find(']') {
+            Some(close) if after[1..close].chars().all(|c| c.is_ascii_digit() || c == ',' || c == ' ') => {
+                rest = &after[close + 1..];
+            }
+            _ => {
+                short.push('[');
+                rest = &after[1..];
+            }
+        }
+    }
+    short.push_str(rest);
+    let short = short.replace("**", "").split_whitespace().collect::<Vec<_>>().join(" ");
+    let short = short.trim().trim_end_matches(['.', ' ']).trim().to_owned();
+    (!short.is_empty()).then_some(short)
 }
 
 #[cfg(test)]
@@ -306,6 +348,16 @@ mod tests {
         assert_eq!(cited_numbers("Paris [2]. It is big [1, 3][3] and [9] old [x].", 3), vec![1, 0, 2]);
         assert_eq!(cited_numbers("no markers", 3), Vec::<usize>::new());
         assert_eq!(cited_numbers("unclosed [1", 3), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn the_short_answer_is_the_answer_line_without_markers() {
+        assert_eq!(short_of("Answer: Rafael Ortiz [1].\nHe chaired the talks [1][3]."), Some("Rafael Ortiz".into()));
+        assert_eq!(short_of("**Answer:** 14 May 2009 [2]\n\nSigned in Aldermoor."), Some("14 May 2009".into()));
+        assert_eq!(short_of("Rafael Ortiz [1]. He chaired the talks."), Some("Rafael Ortiz".into()));
+        assert_eq!(short_of("answer: yes"), Some("yes".into()));
+        assert_eq!(short_of("Answer: the [draft] text [1, 2]"), Some("the [draft] text".into()));
+        assert_eq!(short_of("  "), None);
     }
 
     #[test]

@@ -78,6 +78,11 @@ pub struct Answer {
     pub variant: String,
     /// The answer (empty when there was nothing to answer from).
     pub answer: String,
+    /// The direct answer alone — the name, number, date or short phrase asked for — when the
+    /// generator gives it apart from its explanation (an LLM's `Answer:` line, without citation
+    /// markers). EM and F1 score it, else `answer`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub short_answer: Option<String>,
     /// The evidence sentence a short answer comes from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub support: Option<String>,
@@ -353,6 +358,7 @@ impl Engine {
                 mode: config.mode,
                 variant: label.clone(),
                 answer: a.generated.answer,
+                short_answer: a.generated.short,
                 support: a.generated.support,
                 generator: a.generator,
                 context_tokens: context.tokens,

@@ -18,9 +18,11 @@ use rayon::prelude::*;
 use crate::core::ids::fingerprint;
 use crate::core::{Error, Result};
 use crate::io::calls::append_calls;
-use crate::io::failures::{self, Failure};
+use crate::io::failures::{self, Failure, FailureKind};
 use crate::io::files::remove_file;
-use crate::io::parquet::{output_fingerprint, part_fingerprint, part_row_count, read_part, row_count, write_part};
+use crate::io::parquet::{
+    output_fingerprint, part_fingerprint, part_row_count, read_part, row_count, string_column, write_part,
+};
 use crate::io::{CallRecord, Index, Shard, StageMetrics};
 
 /// Receives progress of a stage (the binaries draw a progress bar; the library never prints).
@@ -87,8 +89,21 @@ pub struct BucketStage {
 }
 
 enum BucketResult {
-    Skipped { units: u64, rows_out: u64 },
-    Done { units: u64, rows_out: u64, failures: Vec<Failure> },
+    Skipped {
+        units: u64,
+        rows_out: u64,
+    },
+    Done {
+        units: u64,
+        rows_out: u64,
+        failures: Vec<Failure>,
+    },
+    /// The whole bucket failed (an endpoint down): its outputs are left as they were and its
+    /// documents are failure rows, retried by the next run.
+    Failed {
+        units: u64,
+        failures: Vec<Failure>,
+    },
     Removed,
     Empty,
 }
@@ -113,11 +128,19 @@ where
         .map(|&bucket| {
             let result = run_bucket(ctx, stage, bucket, &process)?;
             match &result {
-                BucketResult::Skipped { units, .. } | BucketResult::Done { units, .. } => ctx.progress.advance(*units),
+                BucketResult::Skipped { units, .. }
+                | BucketResult::Done { units, .. }
+                | BucketResult::Failed { units, .. } => ctx.progress.advance(*units),
                 BucketResult::Removed | BucketResult::Empty => {}
             }
-            if let BucketResult::Done { failures, .. } = &result {
-                failed_units.fetch_add(failures.len() as u64, Ordering::Relaxed);
+            match &result {
+                BucketResult::Done { failures, .. } => {
+                    failed_units.fetch_add(failures.len() as u64, Ordering::Relaxed);
+                }
+                BucketResult::Failed { units, .. } => {
+                    failed_units.fetch_add(*units, Ordering::Relaxed);
+                }
+                _ => {}
             }
             Ok(result)
         })
@@ -143,6 +166,7 @@ where
                 metrics.rows_out += rows_out;
                 metrics.failures.extend(failures);
             }
+            BucketResult::Failed { failures, .. } => metrics.failures.extend(failures),
             BucketResult::Removed => metrics.units_removed += 1,
             BucketResult::Empty => {}
         }
@@ -191,7 +215,16 @@ where
     for (path, &table) in inputs.iter().zip(&stage.inputs) {
         rows.push(if path.exists() { read_part(path, table)? } else { Vec::new() });
     }
-    let output = process(bucket, &rows)?;
+    let output = match process(bucket, &rows) {
+        Ok(output) => output,
+        Err(e) if e.is_service_failure() => {
+            // The other buckets go on; this one is recorded, document by document, and retried.
+            let failures = bucket_failures(stage.name, stage.inputs[0], &rows[0], &e)?;
+            failures::replace(index, stage.name, &scope, &failures)?;
+            return Ok(BucketResult::Failed { units, failures });
+        }
+        Err(e) => return Err(e),
+    };
     if output.tables.len() != stage.outputs.len() {
         return Err(Error::Internal(format!(
             "stage {} returned {} tables, declared {}",
@@ -212,4 +245,23 @@ where
         append_calls(index, stage.name, &scope, &output.llm_calls)?;
     }
     Ok(BucketResult::Done { units, rows_out, failures: output.failures })
+}
+
+/// One failure per document of a bucket whose processing failed as a whole.
+fn bucket_failures(stage: &str, table: Table, rows: &[RecordBatch], error: &Error) -> Result<Vec<Failure>> {
+    let mut docs = std::collections::BTreeSet::new();
+    for batch in rows {
+        docs.extend(string_column(batch, flexstruct_schemas::col::DOC_ID)?.iter().flatten().map(str::to_owned));
+    }
+    let message = crate::core::error::chain_message(error);
+    Ok(docs
+        .into_iter()
+        .map(|doc_id| Failure {
+            stage: stage.to_owned(),
+            unit: format!("{table} of {doc_id}"),
+            message: format!("{doc_id}: {message}"),
+            doc_id: Some(doc_id),
+            kind: FailureKind::LlmError,
+        })
+        .collect())
 }

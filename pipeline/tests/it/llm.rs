@@ -178,12 +178,17 @@ fn unreadable_answers_get_one_repair_round() {
     let err = rt.block_on(ask_json::<ItemsAnswer>(&client, &context(), items_messages(&[], "other"))).unwrap_err();
     assert_eq!(err.kind, FailureKind::Unparseable);
 
-    // A truncated answer is repaired without asking again.
-    server
-        .script([Reply::content(r#"{"items": [{"statement": "C.", "span": "C.", "entities": []}, {"statement": "D"#)]);
+    // An answer that stops mid-JSON is not read as a shorter one: the repair round asks again,
+    // and the whole answer is what counts.
+    let whole = r#"{"items": [{"statement": "C.", "span": "C.", "entities": []}, {"statement": "D.", "span": "D.", "entities": []}]}"#;
+    server.script([
+        Reply::content(r#"{"items": [{"statement": "C.", "span": "C.", "entities": []}, {"statement": "D"#),
+        Reply::content(whole),
+    ]);
     let before = server.request_count();
     let answer: ItemsAnswer = rt.block_on(ask_json(&client, &context(), items_messages(&[], "third"))).unwrap();
-    assert_eq!((answer.items.len(), server.request_count() - before), (1, 1));
+    assert_eq!((answer.items.len(), server.request_count() - before), (2, 2));
+    assert!(server.requests().last().unwrap().last_user_message().contains("cut off"));
 }
 
 #[test]

@@ -185,7 +185,7 @@ fn ge_comes_from_the_llm_judge_and_costs_are_tabled() {
     let server = FakeLlm::start(|request| {
         let user = request.last_user_message();
         if user.contains("\n\nEVIDENCE:\n") {
-            Reply::content("Rafael Ortiz [1].")
+            Reply::content("Answer: Rafael Ortiz [1]\nHe chaired the amendment talks [1].")
         } else if user.contains("\n\nREFERENCE: ") {
             Reply::content(
                 "{\"comprehensiveness\": 8, \"knowledgeability\": 8, \"correctness\": 8, \"relevance\": 8, \"diversity\": 8, \"logical_coherence\": 8, \"factuality\": 8}",
@@ -206,14 +206,66 @@ fn ge_comes_from_the_llm_judge_and_costs_are_tabled() {
         rows.iter().map(|r| (0.8 + r["f1"].as_f64().unwrap()) / 2.0).sum::<f64>() / rows.len() as f64 * 100.0;
     let ge = summary(&out)["hybrid"]["ge"].as_f64().unwrap();
     assert!((ge - expected).abs() < 0.01, "{ge} vs {expected}");
-    assert!(rows.iter().all(|r| r["answer"] == "Rafael Ortiz [1]."));
-    assert_eq!(summary(&out)["hybrid"]["by_type"]["factoid"]["em"], 0.0);
+    assert!(rows.iter().all(|r| r["answer"] == "Answer: Rafael Ortiz [1]\nHe chaired the amendment talks [1]."));
+    // EM and F1 score the direct answer, without its citation markers: the sample question whose
+    // gold answer is Rafael Ortiz scores 1.
+    let ortiz: Vec<&Value> = rows.iter().filter(|r| r["question"].as_str().unwrap().contains("chairmanship")).collect();
+    assert!(!ortiz.is_empty() && ortiz.iter().all(|r| r["em"] == 1.0 && r["f1"] == 1.0), "{ortiz:?}");
+    assert!(rows.iter().any(|r| r["em"] == 0.0));
 
     let cost = run("eval", &["cost", "--index", index.to_str().unwrap()]);
     assert_eq!(cost.code, 0, "{}", cost.stderr);
     let line =
         |stage: &str| cost.stdout.lines().find(|l| l.contains(&format!("| {stage} "))).unwrap_or_default().to_owned();
     assert!(line("query").contains("generation") && line("query").contains("| 24 "), "{}", cost.stdout);
-    assert!(line("eval").contains("| 12 "), "{}", cost.stdout);
+    // The judge's calls are the evaluation's cost, not the answers'.
+    assert!(line("eval").contains("evaluation") && line("eval").contains("| 12 "), "{}", cost.stdout);
     assert!(line("extract").contains("construction"), "{}", cost.stdout);
+}
+
+#[test]
+fn the_judge_can_be_another_endpoint_and_failed_gradings_are_counted() {
+    let answers = FakeLlm::start(|request| {
+        if request.last_user_message().contains("\n\nEVIDENCE:\n") {
+            Reply::content("Answer: Rafael Ortiz [1]\nHe chaired the talks [1].")
+        } else {
+            Reply::content("{\"entities\": []}")
+        }
+    });
+    // The judge grades every question but the ones about Tessellate, which it cannot read.
+    let judge = FakeLlm::start(|request| {
+        // The whole conversation: the repair round asks again about the same question.
+        if request.body["messages"].to_string().contains("Tessellate") {
+            Reply::content("I would rather not grade this.")
+        } else {
+            Reply::content(
+                "{\"comprehensiveness\": 6, \"knowledgeability\": 6, \"correctness\": 6, \"relevance\": 6, \"diversity\": 6, \"logical_coherence\": 6, \"factuality\": 6}",
+            )
+        }
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    copy_dir(sample_index(), &index);
+    let out = tmp.path().join("out");
+    let (url, judge_url) = (answers.base_url(), judge.base_url());
+    let mut env = fake_llm_env(&url).to_vec();
+    env.extend([
+        ("FLEXSTRUCT_JUDGE__BASE_URL", judge_url.as_str()),
+        ("FLEXSTRUCT_JUDGE__MODEL", "judge-model"),
+        ("FLEXSTRUCT_JUDGE__API_KEY_ENV", ""),
+    ]);
+    eval(&["run", "--modes", "hybrid"], &index, &out, &env);
+    // No grading went to the answering endpoint, and every answer went to the judge.
+    assert!(answers.requests().iter().all(|r| !r.last_user_message().contains("\n\nREFERENCE: ")));
+    assert!(judge.requests().iter().all(|r| r.body["model"] == "judge-model"));
+    let s = &summary(&out)["hybrid"];
+    let rows = results(&out);
+    let unreadable = rows.iter().filter(|r| r["question"].as_str().unwrap().contains("Tessellate")).count();
+    assert!(unreadable > 0);
+    assert_eq!(s["n"], rows.len());
+    assert_eq!(s["n_ge"], rows.len() - unreadable, "{s}");
+    assert!(rows.iter().all(|r| r["ge"].is_null() == r["question"].as_str().unwrap().contains("Tessellate")));
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains(&format!("of {} graded", rows.len())), "{report}");
+    assert!(report.contains("judge-model"), "the report names the judge");
 }

@@ -267,3 +267,188 @@ fn changing_a_backend_reruns_exactly_the_stages_it_affects() {
     let purposes: Vec<&str> = purposes.iter().map(|r| r["purpose"].as_str().unwrap()).collect();
     assert_eq!(purposes, ["relations", "summary"]);
 }
+
+#[test]
+fn a_bucket_the_endpoint_fails_is_recorded_and_the_others_are_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("c.jsonl");
+    let lines: String = (0..8)
+        .map(|i| {
+            let word = if i == 5 { "poison" } else { "plain" };
+            serde_json::json!({"doc_id": format!("d{i}"), "text": format!("Mara Vole wrote report {i}. It was {word}.")})
+                .to_string()
+                + "\n"
+        })
+        .collect();
+    std::fs::write(&corpus, lines).unwrap();
+    std::fs::write(tmp.path().join("four.toml"), "[index]\nbuckets = 4\n").unwrap();
+    let config = tmp.path().join("four.toml");
+    let index = tmp.path().join("index");
+    let i = index.to_str().unwrap();
+    let c = config.to_str().unwrap();
+    assert_eq!(run("ingest", &["--index", i, "--config", c, "--corpus", corpus.to_str().unwrap()]).code, 0);
+    for stage in ["chunk", "extract", "hypergraph", "graph"] {
+        assert_eq!(run(stage, &["--index", i, "--config", c]).code, 0, "{stage}");
+    }
+    // The endpoint refuses every batch that holds the poisoned document's texts.
+    let server = FakeLlm::start(|r: &Request| {
+        if r.body["input"].to_string().contains("poison") {
+            Reply::Status { code: 400, retry_after: None }
+        } else {
+            flexstruct_testkit::embeddings_responder(r)
+        }
+    });
+    let url = server.base_url();
+    let env = [
+        ("FLEXSTRUCT_EMBED__MODEL", "text-embedding-fake"),
+        ("FLEXSTRUCT_EMBED__BASE_URL", url.as_str()),
+        ("FLEXSTRUCT_EMBED__API_KEY_ENV", ""),
+    ];
+    let out = run_env("embed", &["--index", i, "--config", c], &env);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let failed = query(&index, "SELECT DISTINCT doc_id, kind FROM failures WHERE stage = 'embed' ORDER BY doc_id");
+    assert!(failed.iter().any(|f| f["doc_id"] == "d5"), "{failed:?}");
+    assert!(failed.iter().all(|f| f["kind"] == "llm_error"), "{failed:?}");
+    let written = count_parts(&index.join("embeddings"));
+    assert_eq!(written, 3, "the three other buckets are written");
+    let embedded = scalar(&index, "SELECT count(DISTINCT doc_id) FROM embeddings").as_i64().unwrap();
+    assert_eq!(embedded as usize + failed.len(), 8);
+
+    // The endpoint recovers: the rerun embeds the failed bucket only, and nothing is failing.
+    let healthy = FakeLlm::start(flexstruct_testkit::embeddings_responder);
+    let url = healthy.base_url();
+    let env = [
+        ("FLEXSTRUCT_EMBED__MODEL", "text-embedding-fake"),
+        ("FLEXSTRUCT_EMBED__BASE_URL", url.as_str()),
+        ("FLEXSTRUCT_EMBED__API_KEY_ENV", ""),
+    ];
+    let out = run_env("embed", &["--index", i, "--config", c], &env);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(count_parts(&index.join("embeddings")), 4);
+    assert_eq!(scalar(&index, "SELECT count(*) FROM failures"), 0);
+}
+
+fn count_parts(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_str().unwrap().starts_with("part-"))
+        .count()
+}
+
+/// Sentences of the TARGET block of an extraction request.
+fn target_sentences(r: &Request) -> usize {
+    let user = r.last_user_message();
+    let target = user.rsplit("TARGET:\n<<<\n").next().unwrap_or("");
+    target.matches(". ").count() + usize::from(target.trim_end_matches("\n>>>").trim_end().ends_with('.'))
+}
+
+/// An answer cut at the token limit: the first half of the full answer, `finish_reason: length`.
+fn cut_answer(r: &Request) -> Reply {
+    let Reply::Content { text, .. } = items_from_target(r) else { unreachable!() };
+    Reply::Cut(text[..text.len() / 2].to_owned())
+}
+
+#[test]
+fn an_answer_cut_at_the_token_limit_is_asked_again_and_never_taken_as_complete() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reference = corpus_index(tmp.path(), "reference", 3);
+    let config = tmp.path().join("small.toml");
+    let full = FakeLlm::start(items_from_target);
+    assert_eq!(extract(&reference, &llm_env(&full, &config)).code, 0);
+    let items = |index: &Path| {
+        query(index, "SELECT doc_id, text, ref_text, ref_start FROM items ORDER BY doc_id, ref_start, text")
+    };
+    let expected = items(&reference);
+    assert!(expected.len() > 6);
+
+    // Answers of more than one item are cut at 2,048 tokens and fit in twice the room.
+    let index = corpus_index(tmp.path(), "more-room", 3);
+    let server = FakeLlm::start(|r: &Request| {
+        if target_sentences(r) > 1 && r.body["max_tokens"] == 2048 { cut_answer(r) } else { items_from_target(r) }
+    });
+    let out = extract(&index, &llm_env(&server, &config));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(items(&index), expected);
+    let cut = scalar(&index, "SELECT count(*) FROM llm_calls WHERE status = 'length'").as_i64().unwrap();
+    assert!(cut > 0);
+    assert_eq!(
+        scalar(&index, "SELECT count(*) FROM llm_calls WHERE purpose = 'items_more_room'").as_i64().unwrap(),
+        cut
+    );
+
+    // Whatever the room, only one item fits: the chunk is asked in halves.
+    let index = corpus_index(tmp.path(), "halves", 3);
+    let server =
+        FakeLlm::start(|r: &Request| if target_sentences(r) > 1 { cut_answer(r) } else { items_from_target(r) });
+    let out = extract(&index, &llm_env(&server, &config));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(items(&index), expected);
+    assert!(scalar(&index, "SELECT count(*) FROM llm_calls WHERE purpose = 'items_half'").as_i64().unwrap() > 0);
+
+    // Nothing fits: every chunk is a `truncated` failure with no items, never a shorter answer.
+    let index = corpus_index(tmp.path(), "never", 3);
+    let server = FakeLlm::start(cut_answer);
+    let out = extract(&index, &llm_env(&server, &config));
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let chunks = scalar(&index, "SELECT count(*) FROM chunks");
+    assert_eq!(scalar(&index, "SELECT count(*) FROM failures WHERE kind = 'truncated'"), chunks);
+    assert_eq!(scalar(&index, "SELECT count(*) FROM items"), 0);
+    assert!(out.stderr.contains("cut off at max_tokens = 4096"), "{}", out.stderr);
+}
+
+#[test]
+fn spans_are_the_documents_own_text_or_have_no_offsets_and_edges_never_guess_their_fact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = corpus_index(tmp.path(), "index", 3);
+    // The model rewrites the case and spacing of every other span, and invents one per chunk.
+    let server = FakeLlm::start(|r: &Request| {
+        let user = r.last_user_message();
+        if user.starts_with("ANCHOR: ") {
+            // Relations citing a fact that was never given.
+            let Reply::Content { text, .. } = flexstruct_testkit::pipeline_responder(r) else { unreachable!() };
+            return Reply::content(text.replace("\"fact\":1", "\"fact\":99"));
+        }
+        if user.starts_with("ENTITY: ") {
+            return flexstruct_testkit::pipeline_responder(r);
+        }
+        let Reply::Content { text, .. } = items_from_target(r) else { unreachable!() };
+        let mut answer: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let items = answer["items"].as_array_mut().unwrap();
+        for (k, item) in items.iter_mut().enumerate() {
+            if k % 2 == 1 {
+                let span = item["span"].as_str().unwrap().to_uppercase().replace(' ', "  ");
+                item["span"] = span.into();
+            }
+        }
+        items
+            .push(serde_json::json!({"statement": "Invented.", "span": "A sentence that is nowhere.", "entities": []}));
+        Reply::content(answer.to_string())
+    });
+    let mut env = llm_env(&server, &tmp.path().join("small.toml"));
+    env.push(("FLEXSTRUCT_GRAPH__TAU_E".into(), "1".into()));
+    let out = extract(&index, &env);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let chunks = scalar(&index, "SELECT count(*) FROM chunks").as_i64().unwrap();
+    assert!(out.stderr.contains(&format!("unlocated: {chunks}")), "{}", out.stderr);
+    assert_eq!(scalar(&index, "SELECT count(*) FROM items WHERE ref_start IS NULL").as_i64().unwrap(), chunks);
+    // Every located span is the document's own text at its offsets, case and spacing included.
+    let located = scalar(&index, "SELECT count(*) FROM items WHERE ref_start IS NOT NULL").as_i64().unwrap();
+    assert!(located > chunks);
+    let equal = "SELECT count(*) FROM items i JOIN documents d USING (doc_id) \
+                 WHERE substr(d.text, i.ref_start + 1, i.ref_end - i.ref_start) = i.ref_text";
+    assert_eq!(scalar(&index, equal).as_i64().unwrap(), located);
+    assert_eq!(
+        scalar(&index, "SELECT count(*) FROM items WHERE ref_text LIKE '%  %' OR ref_text = upper(ref_text)"),
+        0
+    );
+
+    let env_refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let i = index.to_str().unwrap();
+    assert_eq!(run_env("hypergraph", &["--index", i], &env_refs).code, 0);
+    let graph = run_env("graph", &["--index", i], &env_refs);
+    assert_eq!(graph.code, 0, "{}", graph.stderr);
+    let edges = scalar(&index, "SELECT count(*) FROM edges").as_i64().unwrap();
+    assert!(edges > 0);
+    assert_eq!(scalar(&index, "SELECT count(*) FROM edges WHERE hyperedge_id IS NULL").as_i64().unwrap(), edges);
+    assert!(graph.stderr.contains(&format!("unlinked: {edges}")), "{}", graph.stderr);
+}

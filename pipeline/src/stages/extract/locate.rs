@@ -1,5 +1,6 @@
-//! Provenance: where an item's verbatim reference span is in its document. Exact match first
-//! (from a hint position, then anywhere), then a match that ignores case and differences in
+//! Provenance: where an item's verbatim reference span is in its document. The span is looked
+//! for in the target chunk first, then in the window the extractor saw, then in the whole
+//! document; in each, an exact match first, then one that ignores case and differences in
 //! whitespace. A span that cannot be found has no offsets; offsets are never guessed.
 
 use std::ops::Range;
@@ -30,37 +31,44 @@ impl<'a> Locator<'a> {
         Locator { text, folded, origin }
     }
 
-    /// Byte range of `needle` in the document, preferring a match at or after `hint` (a byte
-    /// offset, e.g. the start of the chunk the item came from).
-    pub fn find(&self, needle: &str, hint: usize) -> Option<(Range<usize>, Match)> {
-        let needle_trimmed = needle.trim();
-        if needle_trimmed.is_empty() {
+    /// Byte range of `needle` in the document: the first match inside the first of `scopes`
+    /// (byte ranges of the document, narrowest first, e.g. the target chunk, its window, the
+    /// whole text) that has one, exact before normalised within each scope.
+    pub fn find(&self, needle: &str, scopes: &[Range<usize>]) -> Option<(Range<usize>, Match)> {
+        let needle = needle.trim();
+        if needle.is_empty() {
             return None;
         }
-        let hint = floor_char_boundary(self.text, hint.min(self.text.len()));
-        if let Some(pos) = self.text[hint..].find(needle_trimmed) {
-            return Some((hint + pos..hint + pos + needle_trimmed.len(), Match::Exact));
-        }
-        if let Some(pos) = self.text.find(needle_trimmed) {
-            return Some((pos..pos + needle_trimmed.len(), Match::Exact));
-        }
-        let (folded_needle, _) = fold(needle_trimmed);
+        let (folded_needle, _) = fold(needle);
         let folded_needle = folded_needle.trim();
-        if folded_needle.is_empty() {
-            return None;
+        for scope in scopes {
+            let start = floor_char_boundary(self.text, scope.start.min(self.text.len()));
+            let end = floor_char_boundary(self.text, scope.end.min(self.text.len()));
+            if start >= end {
+                continue;
+            }
+            if let Some(pos) = self.text[start..end].find(needle) {
+                return Some((start + pos..start + pos + needle.len(), Match::Exact));
+            }
+            if folded_needle.is_empty() {
+                continue;
+            }
+            // The folded bytes that came from this scope.
+            let from = self.origin.partition_point(|&o| o < start);
+            let to = self.origin.partition_point(|&o| o < end);
+            let (from, to) = (ceil_char_boundary(&self.folded, from), floor_char_boundary(&self.folded, to));
+            if from >= to {
+                continue;
+            }
+            if let Some(pos) = self.folded[from..to].find(folded_needle).map(|p| p + from) {
+                let first = self.origin[pos];
+                // End: just past the last original character that produced the match.
+                let last_start = self.origin[pos + folded_needle.len() - 1];
+                let last = last_start + self.text[last_start..].chars().next().map_or(0, char::len_utf8);
+                return Some((first..last, Match::Normalised));
+            }
         }
-        let folded_hint = self.origin.partition_point(|&o| o < hint);
-        let folded_hint = floor_char_boundary(&self.folded, folded_hint.min(self.folded.len()));
-        let pos = self.folded[folded_hint..]
-            .find(folded_needle)
-            .map(|p| p + folded_hint)
-            .or_else(|| self.folded.find(folded_needle))?;
-        let start = self.origin[pos];
-        // End: just past the last original character that produced the match.
-        let last = pos + folded_needle.len() - 1;
-        let last_start = self.origin[last];
-        let end = last_start + self.text[last_start..].chars().next().map_or(0, char::len_utf8);
-        Some((start..end, Match::Normalised))
+        None
     }
 }
 
@@ -100,23 +108,51 @@ fn floor_char_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
+fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
+    while i < s.len() && !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The whole document as the one scope.
+    fn whole(doc: &str) -> Vec<Range<usize>> {
+        std::iter::once(0..doc.len()).collect()
+    }
+
     #[test]
     fn exact_then_normalised_then_nothing() {
         let doc = "Intro.\n\nThe KVWA  was founded\nin 2009. The KVWA was founded in 2009.";
+        let all = whole(doc);
         let loc = Locator::new(doc);
-        let (r, m) = loc.find("The KVWA was founded in 2009.", 0).unwrap();
+        let (r, m) = loc.find("The KVWA was founded in 2009.", &all).unwrap();
         assert_eq!((m, &doc[r.clone()]), (Match::Exact, "The KVWA was founded in 2009."));
         assert_eq!(r.start, 39);
-        let (r, m) = loc.find("the kvwa was founded in 2009", 0).unwrap();
+        let (r, m) = loc.find("the kvwa was founded in 2009", &all).unwrap();
         assert_eq!((m, &doc[r]), (Match::Normalised, "The KVWA  was founded\nin 2009"));
-        let (r, _) = loc.find("the kvwa was founded in 2009", 30).unwrap();
-        assert_eq!(&doc[r], "The KVWA was founded in 2009");
-        assert_eq!(loc.find("founded in 2010", 0), None);
-        assert_eq!(loc.find("   ", 0), None);
+        assert_eq!(loc.find("founded in 2010", &all), None);
+        assert_eq!(loc.find("   ", &all), None);
+    }
+
+    #[test]
+    fn the_narrowest_scope_with_a_match_wins() {
+        // The same sentence in chunk 1 (verbatim) and chunk 2 (re-wrapped): a span extracted
+        // from chunk 2 is found in chunk 2, even though only chunk 1 has it verbatim.
+        let doc = "Ana met Bo in Lund.\n\nLater: Ana  met\nBo in Lund.";
+        let chunk2 = 20..doc.len();
+        let loc = Locator::new(doc);
+        let (r, m) = loc.find("Ana met Bo in Lund.", &[chunk2.clone(), 0..doc.len()]).unwrap();
+        assert_eq!((m, &doc[r.clone()]), (Match::Normalised, "Ana  met\nBo in Lund."));
+        assert!(r.start >= chunk2.start);
+        // Not in the chunk at all: the document is searched last.
+        let (r, m) = loc.find("Ana met Bo in Lund.", &[30..doc.len(), 0..doc.len()]).unwrap();
+        assert_eq!((m, r.start), (Match::Exact, 0));
+        // A span that is nowhere: no offsets.
+        assert_eq!(loc.find("Bo met Ana", &whole(doc)), None);
     }
 
     #[test]
@@ -124,7 +160,7 @@ mod tests {
         let doc = "Zürich — İstanbul\tand ÅRHUS were visited.";
         let loc = Locator::new(doc);
         // Turkish dotted I lowercases to two characters: it is kept as is, the rest still folds.
-        let (r, m) = loc.find("zürich — İstanbul and århus", 0).unwrap();
+        let (r, m) = loc.find("zürich — İstanbul and århus", &whole(doc)).unwrap();
         assert_eq!((m, &doc[r]), (Match::Normalised, "Zürich — İstanbul\tand ÅRHUS"));
     }
 }

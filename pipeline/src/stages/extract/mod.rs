@@ -210,7 +210,7 @@ fn extract_bucket(
         per_doc.push((doc, answers.by_ref().take(doc.chunks.len()).collect::<Vec<_>>()));
     }
     let results: Vec<(Vec<ItemRow>, Vec<Failure>, ExtractCounts)> =
-        per_doc.into_par_iter().map(|(doc, answers)| locate_document(doc, answers)).collect();
+        per_doc.into_par_iter().map(|(doc, answers)| locate_document(doc, answers, window)).collect();
 
     let mut counts = ExtractCounts::default();
     let mut failures = Vec::new();
@@ -225,10 +225,13 @@ fn extract_bucket(
     Ok((BucketOutput { tables: vec![vec![batch]], failures, ..BucketOutput::default() }, counts, doc_ids))
 }
 
-/// Locates the spans of one document's extracted items and numbers them in extraction order.
+/// Locates the spans of one document's extracted items (in the target chunk, else the window
+/// the extractor saw, else the document) and numbers them in extraction order. A located item's
+/// `ref_text` becomes the document's own text at its offsets, so that the two always agree.
 fn locate_document(
     doc: &DocChunks<'_>,
     answers: Vec<Result<Vec<ExtractedItem>, UnitError>>,
+    window: Window,
 ) -> (Vec<ItemRow>, Vec<Failure>, ExtractCounts) {
     let locator = Locator::new(doc.text);
     let mut offsets = CharOffsets::new(doc.text);
@@ -243,8 +246,11 @@ fn locate_document(
         kind,
         message: format!("{} chunk {chunk_idx}: {message}", doc.doc_id),
     };
-    for (&(chunk_idx, char_start, text), answer) in doc.chunks.iter().zip(answers) {
-        let Some(chunk_byte) = usize::try_from(char_start).ok().and_then(|c| chunk_bytes.at(c)) else {
+    let chunk_start_bytes: Vec<Option<usize>> =
+        doc.chunks.iter().map(|c| usize::try_from(c.1).ok().and_then(|c| chunk_bytes.at(c))).collect();
+    for (position, (&(chunk_idx, _, text), answer)) in doc.chunks.iter().zip(answers).enumerate() {
+        let Some(chunk_byte) = chunk_start_bytes[position] else {
+            let char_start = doc.chunks[position].1;
             let message =
                 format!("char_start {char_start} lies outside the document (the chunks are older than the documents)");
             failures.push(fail(chunk_idx, FailureKind::InvalidField, message));
@@ -258,19 +264,24 @@ fn locate_document(
                 continue;
             }
         };
-        for item in items {
+        let chunk = chunk_byte..chunk_byte + text.len();
+        let first = window.prefix(position + 1).start.saturating_sub(1);
+        let seen = chunk_start_bytes[first..position].iter().flatten().next().copied().unwrap_or(chunk_byte);
+        let scopes = [chunk.clone(), seen..chunk.end, 0..doc.text.len()];
+        for mut item in items {
             let found = match &item.span {
                 // The extractor knows where the span is; check it rather than trust it.
                 Some(span) if text.get(span.clone()) == Some(item.ref_text.as_str()) => {
                     Some((chunk_byte + span.start..chunk_byte + span.end, Match::Exact))
                 }
-                _ => locator.find(&item.ref_text, chunk_byte),
+                _ => locator.find(&item.ref_text, &scopes),
             };
             let ref_chars = found.map(|(bytes, how)| {
                 match how {
                     Match::Exact => counts.located_exact += 1,
                     Match::Normalised => counts.located_normalised += 1,
                 }
+                item.ref_text = doc.text[bytes.clone()].to_owned();
                 (offsets.at(bytes.start) as i64, offsets.at(bytes.end) as i64)
             });
             if ref_chars.is_none() {

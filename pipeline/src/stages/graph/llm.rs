@@ -52,7 +52,7 @@ struct AnchorAsk {
 
 /// Relations of every anchor of every document by the LLM: the anchor, its incident facts and
 /// the entities that share them go in; relations whose two ends name known entities come out,
-/// each tied to the fact the model cites (or the first fact that holds both entities).
+/// each tied to the fact the model cites (none when it cites no fact it was given).
 fn llm_edges(docs: &[DocGraph], tau_e: usize, runner: &Runner) -> Relations {
     let mut asks = Vec::new();
     let mut messages = Vec::new();
@@ -94,7 +94,7 @@ fn llm_edges(docs: &[DocGraph], tau_e: usize, runner: &Runner) -> Relations {
     let mut edges: Vec<BTreeSet<EdgeOut>> = vec![BTreeSet::new(); docs.len()];
     let mut failures = Vec::new();
     for (ask, answer) in asks.into_iter().zip(runner.ask_all::<RelationsAnswer>(messages)) {
-        let DocGraph { doc_id, entities, incidence, .. } = &docs[ask.doc];
+        let DocGraph { doc_id, entities, .. } = &docs[ask.doc];
         let answer = match answer {
             Ok(a) => a,
             Err(e) => {
@@ -115,19 +115,10 @@ fn llm_edges(docs: &[DocGraph], tau_e: usize, runner: &Runner) -> Relations {
             if source == target || text.is_empty() {
                 continue;
             }
-            let cited =
+            // The fact the model cites, when it is one of those it was given; otherwise the
+            // edge has no supporting hyperedge rather than a guessed one.
+            let hyperedge_id =
                 relation.fact.and_then(|f| f.checked_sub(1)).and_then(|f| ask.facts.get(f)).map(|f| f.0.clone());
-            let holding_both = || {
-                ask.facts.iter().map(|f| &f.0).find(|h| {
-                    incidence.iter().any(|(x, e)| x == *h && e == source)
-                        && incidence.iter().any(|(x, e)| x == *h && e == target)
-                })
-            };
-            let Some(hyperedge_id) =
-                cited.or_else(|| holding_both().cloned()).or_else(|| ask.facts.first().map(|f| f.0.clone()))
-            else {
-                continue;
-            };
             edges[ask.doc].insert(EdgeOut {
                 edge_id: stable_id("edge", &[doc_id, source, target, text]),
                 source_id: source.to_owned(),

@@ -75,6 +75,8 @@ pub trait RelationExtractor: Sync {
 pub struct GraphDetails {
     /// Who found the relations.
     pub relations: BackendId,
+    /// Edges written in this run without a supporting hyperedge (no valid citation).
+    pub unlinked: u64,
 }
 
 /// What a graph run did.
@@ -91,10 +93,14 @@ pub fn run(ctx: &RunContext<'_>, config: &GraphConfig, relations: &dyn RelationE
         outputs: vec![Table::Edges],
     };
     let label = identity.label();
+    let unlinked = std::sync::atomic::AtomicU64::new(0);
     let metrics = run_buckets(ctx, &stage, |_, inputs| {
-        build_bucket(&inputs[0], &inputs[1], &inputs[2], config, relations, &label)
+        let output = build_bucket(&inputs[0], &inputs[1], &inputs[2], config, relations, &label)?;
+        let nulls = output.tables[0].iter().map(|b| b.column(5).null_count() as u64).sum::<u64>();
+        unlinked.fetch_add(nulls, std::sync::atomic::Ordering::Relaxed);
+        Ok(output)
     })?;
-    Ok(metrics.with_details(GraphDetails { relations: identity }))
+    Ok(metrics.with_details(GraphDetails { relations: identity, unlinked: unlinked.into_inner() }))
 }
 
 /// An entity as the graph stage needs it.
@@ -121,8 +127,9 @@ pub struct EdgeOut {
     pub target_id: String,
     /// The relation, verbatim from the span.
     pub text: String,
-    /// The hyperedge whose span supports it.
-    pub hyperedge_id: String,
+    /// The hyperedge whose span supports it; None when the relation came with no valid citation
+    /// of one (an LLM's), since a guessed link would be invented provenance.
+    pub hyperedge_id: Option<String>,
 }
 
 fn build_bucket(
@@ -186,7 +193,7 @@ fn build_bucket(
             Arc::new(rows.iter().map(|r| Some(r.1.source_id.as_str())).collect::<StringArray>()),
             Arc::new(rows.iter().map(|r| Some(r.1.target_id.as_str())).collect::<StringArray>()),
             Arc::new(rows.iter().map(|r| Some(r.1.text.as_str())).collect::<StringArray>()),
-            Arc::new(rows.iter().map(|r| Some(r.1.hyperedge_id.as_str())).collect::<StringArray>()),
+            Arc::new(rows.iter().map(|r| r.1.hyperedge_id.as_deref()).collect::<StringArray>()),
             Arc::new(StringArray::from(vec![label; rows.len()])),
         ],
     )?;

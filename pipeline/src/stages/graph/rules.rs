@@ -99,7 +99,7 @@ pub fn document_edges(
                     source_id: source.entity_id.clone(),
                     target_id: target.entity_id.clone(),
                     text,
-                    hyperedge_id: (*hyperedge_id).to_owned(),
+                    hyperedge_id: Some((*hyperedge_id).to_owned()),
                 });
             }
         }
@@ -148,7 +148,7 @@ mod tests {
         assert_eq!(edges.len(), 1, "{edges:?}");
         assert_eq!(edges[0].text, "Ingrid Solberg for the regional government");
         assert_eq!(
-            (edges[0].source_id.as_str(), edges[0].target_id.as_str(), edges[0].hyperedge_id.as_str()),
+            (edges[0].source_id.as_str(), edges[0].target_id.as_str(), edges[0].hyperedge_id.as_deref().unwrap()),
             ("e1", "e2", "h1")
         );
         // With a longer connector allowed, the alias mention in h2 relates Solberg to Aldermoor.

@@ -37,7 +37,7 @@ EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONF
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help build model demo lint test fuzz bench ingest chunk extract hypergraph graph embed cluster merge index query eval ablate sweep qa-index sql clean
+.PHONY: help build model demo lint test fuzz bench llm-index ingest chunk extract hypergraph graph embed cluster merge index query eval ablate sweep qa-index sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -140,6 +140,10 @@ index: ## Run every construction stage (ingest … merge) on CORPUS into INDEX
 	$(MAKE) --no-print-directory embed
 	$(MAKE) --no-print-directory cluster
 	$(MAKE) --no-print-directory merge
+
+FAULTS ?= 0
+llm-index: build ## Build INDEX from CORPUS through the LLM path against the stand-in LLM server (not a model; FAULTS=<rate> injects faults), rerun once if units failed, print failures, faults and cost
+	scripts/llm-index.sh $(CORPUS) $(INDEX) $(FAULTS)
 
 query: build ## Answer Q="a question" (printed), or QUESTIONS=<jsonl> into OUT=<answers.jsonl>, from INDEX with MODE=hybrid|hypergraph|graph|chunks|chunks-maxsim|sentence-window|none|hypergraphrag
 	@if [ -n "$(Q)" ]; then \

@@ -452,3 +452,114 @@ fn spans_are_the_documents_own_text_or_have_no_offsets_and_edges_never_guess_the
     assert_eq!(scalar(&index, "SELECT count(*) FROM edges WHERE hyperedge_id IS NULL").as_i64().unwrap(), edges);
     assert!(graph.stderr.contains(&format!("unlinked: {edges}")), "{}", graph.stderr);
 }
+
+/// The stand-in LLM server, running until dropped.
+struct Standin {
+    child: std::process::Child,
+    url: String,
+    stats: PathBuf,
+}
+
+impl Standin {
+    fn start(dir: &Path, faults: &str) -> Standin {
+        let (url_file, stats) = (dir.join(format!("url-{faults}")), dir.join(format!("stats-{faults}.json")));
+        let child = std::process::Command::new(bin("standin-llm"))
+            .args(["--faults", faults, "--slow-seconds", "1.5", "--url-file", url_file.to_str().unwrap()])
+            .args(["--stats-file", stats.to_str().unwrap()])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Owned at once, so that it is stopped whatever happens next.
+        let mut standin = Standin { child, url: String::new(), stats };
+        for _ in 0..100 {
+            if let Ok(url) = std::fs::read_to_string(&url_file) {
+                standin.url = url.trim().to_owned();
+            }
+            if !standin.url.is_empty() {
+                return standin;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the stand-in did not start");
+    }
+}
+
+impl Drop for Standin {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every construction stage through the LLM path against `standin`; the stages run again once
+/// when a unit failed. Returns whether the second round was needed.
+fn llm_build(index: &Path, corpus: &Path, standin: &Standin) -> bool {
+    let url = standin.url.as_str();
+    let env = [
+        ("FLEXSTRUCT_LLM__BASE_URL", url),
+        ("FLEXSTRUCT_LLM__MODEL", "standin"),
+        ("FLEXSTRUCT_LLM__API_KEY_ENV", ""),
+        ("FLEXSTRUCT_LLM__TIMEOUT_SECS", "1"),
+        ("FLEXSTRUCT_LLM__BACKOFF_INITIAL_MS", "5"),
+        ("FLEXSTRUCT_BACKENDS__EXTRACT", "llm"),
+        ("FLEXSTRUCT_BACKENDS__SUMMARIES", "llm"),
+        ("FLEXSTRUCT_BACKENDS__RELATIONS", "llm"),
+        ("FLEXSTRUCT_HYPERGRAPH__TAU_S", "2"),
+        ("FLEXSTRUCT_EMBED__MODEL", "standin-embeddings"),
+        ("FLEXSTRUCT_EMBED__BASE_URL", url),
+        ("FLEXSTRUCT_EMBED__API_KEY_ENV", ""),
+    ];
+    let i = index.to_str().unwrap();
+    let round = || {
+        let mut failed = false;
+        for stage in ["ingest", "chunk", "extract", "hypergraph", "graph", "embed", "cluster", "merge"] {
+            let mut args = vec!["--index", i, "-q"];
+            if stage == "ingest" {
+                args.extend(["--corpus", corpus.to_str().unwrap()]);
+            }
+            let out = run_env(stage, &args, &env);
+            assert!(out.code <= 1, "{stage}: {}", out.stderr);
+            failed |= out.code == 1;
+        }
+        failed
+    };
+    let again = round();
+    if again {
+        assert!(!round(), "a second round still failed: {:?}", query(index, "SELECT * FROM failures"));
+    }
+    again
+}
+
+#[test]
+fn the_llm_path_under_faults_builds_the_same_kb_as_without_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = crate::kb::sample_corpus();
+    let clean = Standin::start(tmp.path(), "0");
+    let reference = tmp.path().join("clean");
+    assert!(!llm_build(&reference, &corpus, &clean), "no fault, no failure");
+    let faulty = Standin::start(tmp.path(), "0.5");
+    let index = tmp.path().join("faulty");
+    llm_build(&index, &corpus, &faulty);
+    let stats: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&faulty.stats).unwrap()).unwrap();
+    let faults: u64 = stats.iter().filter(|(k, _)| k.starts_with("fault_")).map(|(_, v)| v.as_u64().unwrap()).sum();
+    assert!(faults >= 10, "{stats:?}");
+    // Nothing lost, nothing invented: every kb table the same, no failure left.
+    for table in [
+        "entities",
+        "hyperedges",
+        "edges",
+        "chunks",
+        "hyperedge_entities",
+        "clusters",
+        "cluster_members",
+        "aliases",
+        "doc_stats",
+    ] {
+        let sql = format!("SELECT * FROM kb.{table} ORDER BY 1, 2, 3");
+        assert_eq!(query(&index, &sql), query(&reference, &sql), "kb.{table} (faults: {stats:?})");
+    }
+    assert_eq!(scalar(&index, "SELECT count(*) FROM failures"), 0);
+    assert!(scalar(&reference, "SELECT count(*) FROM kb.edges").as_i64().unwrap() > 0);
+    assert!(scalar(&reference, "SELECT count(*) FROM llm_calls WHERE stage = 'hypergraph'").as_i64().unwrap() > 0);
+}

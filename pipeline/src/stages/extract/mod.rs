@@ -291,6 +291,9 @@ fn locate_document(
             rows.push(ItemRow { chunk_idx, item, ref_chars });
         }
     }
+    // Items are numbered in extraction order, the located ones first: an item whose span is in
+    // no text (a model's invention) never shifts the numbers, and so the ids, of the others.
+    rows.sort_by_key(|r| r.ref_chars.is_none());
     (rows, failures, counts)
 }
 

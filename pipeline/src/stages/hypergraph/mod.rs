@@ -15,6 +15,7 @@ pub mod rules;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use arrow::array::{Array, Int32Array, Int64Array, ListArray, RecordBatch, StringArray};
 use flexstruct_schemas::{Table, col};
@@ -73,6 +74,9 @@ pub struct HypergraphDetails {
     pub summaries: BackendId,
     /// Entities above τ_s whose summary that backend wrote in this run.
     pub condensed: u64,
+    /// Items left out because their span was found in no text: a fact without a source is not
+    /// put in the knowledge base (they stay in `items`, with null offsets).
+    pub unsupported: u64,
 }
 
 /// What a hypergraph run did.
@@ -89,13 +93,19 @@ pub fn run(ctx: &RunContext<'_>, config: &HypergraphConfig, summarizer: &dyn Sum
         inputs: vec![Table::Items, Table::Documents],
         outputs: vec![Table::Hyperedges, Table::HyperedgeEntities, Table::Entities],
     };
-    let condensed = std::sync::atomic::AtomicU64::new(0);
+    let (condensed, unsupported) = (AtomicU64::new(0), AtomicU64::new(0));
     let metrics = run_buckets(ctx, &stage, |_, inputs| {
-        let (output, n) = build_bucket(&inputs[0], &inputs[1], tau_s, summarizer)?;
-        condensed.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        let (output, n, left_out) = build_bucket(&inputs[0], &inputs[1], tau_s, summarizer)?;
+        condensed.fetch_add(n, Ordering::Relaxed);
+        unsupported.fetch_add(left_out, Ordering::Relaxed);
         Ok(output)
     })?;
-    Ok(metrics.with_details(HypergraphDetails { summaries: identity, condensed: condensed.into_inner() }))
+    let details = HypergraphDetails {
+        summaries: identity,
+        condensed: condensed.into_inner(),
+        unsupported: unsupported.into_inner(),
+    };
+    Ok(metrics.with_details(details))
 }
 
 /// Gives the entities above τ_s their summaries from `summarizer`. An entity whose summary fails
@@ -298,8 +308,9 @@ fn build_bucket(
     documents: &[RecordBatch],
     tau_s: usize,
     summarizer: &dyn Summarizer,
-) -> Result<(BucketOutput, u64)> {
+) -> Result<(BucketOutput, u64, u64)> {
     let mut texts: HashMap<&str, &str> = HashMap::new();
+    let mut unsupported = 0;
     for batch in documents {
         let ids = string_column(batch, col::DOC_ID)?;
         let t = string_column(batch, col::TEXT)?;
@@ -316,6 +327,10 @@ fn build_bucket(
         let ents = typed::<ListArray>(batch, col::ENTITIES)?;
         let extractors = string_column(batch, col::EXTRACTOR)?;
         for i in 0..batch.num_rows() {
+            if starts.is_null(i) {
+                unsupported += 1;
+                continue;
+            }
             let list = ents.value(i);
             let names = list
                 .as_any()
@@ -347,7 +362,7 @@ fn build_bucket(
         failures,
         llm_calls: summarizer.take_calls(&doc_ids),
     };
-    Ok((output, condensed))
+    Ok((output, condensed, unsupported))
 }
 
 fn hyperedges_batch(graphs: &[(String, DocHypergraph)]) -> Result<RecordBatch> {

@@ -32,7 +32,7 @@ use crate::io::{Index, Shard, StageMetrics};
 
 /// Stage name.
 pub const STAGE: &str = Stage::Merge.name();
-const VERSION: &str = "2";
+const VERSION: &str = "3";
 
 /// The merge stage's own figures of a run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

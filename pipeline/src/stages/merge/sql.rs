@@ -97,7 +97,8 @@ pub fn kb_queries(model: &str) -> Vec<(Table, String)> {
                    coalesce(e.n, 0) AS {N_ENTITIES}, coalesce(g.n, 0) AS {N_EDGES}, coalesce(k.n, 0) AS {N_CLUSTERS} \
                  FROM documents d \
                  LEFT JOIN (SELECT {DOC_ID}, count(*) AS n FROM chunks GROUP BY {DOC_ID}) c ON c.{DOC_ID} = d.{DOC_ID} \
-                 LEFT JOIN (SELECT {DOC_ID}, count(*) AS n FROM items GROUP BY {DOC_ID}) i ON i.{DOC_ID} = d.{DOC_ID} \
+                 LEFT JOIN (SELECT {DOC_ID}, count(*) AS n FROM items WHERE {REF_START} IS NOT NULL GROUP BY {DOC_ID}) i \
+                   ON i.{DOC_ID} = d.{DOC_ID} \
                  LEFT JOIN (SELECT {DOC_ID}, count(*) AS n FROM hyperedges GROUP BY {DOC_ID}) h ON h.{DOC_ID} = d.{DOC_ID} \
                  LEFT JOIN (SELECT {DOC_ID}, count(*) AS n FROM entities GROUP BY {DOC_ID}) e ON e.{DOC_ID} = d.{DOC_ID} \
                  LEFT JOIN (SELECT {DOC_ID}, count(*) AS n FROM edges GROUP BY {DOC_ID}) g ON g.{DOC_ID} = d.{DOC_ID} \

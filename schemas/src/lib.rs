@@ -73,6 +73,12 @@ pub mod col {
     pub const PROBABILITY: &str = "probability";
 
     pub const UNIT: &str = "unit";
+    /// A similarity threshold derived from a kb (`kb/thresholds`).
+    pub const TAU: &str = "tau";
+    /// The percentile of unit-to-unit cosines a derived threshold is.
+    pub const PERCENTILE: &str = "percentile";
+    /// Unit pairs a derived threshold was measured on.
+    pub const PAIRS: &str = "pairs";
     pub const ID: &str = "id";
     pub const MODEL: &str = "model";
     pub const EMBEDDING: &str = "embedding";
@@ -144,11 +150,12 @@ pub enum Table {
     KbChunks,
     KbAliases,
     KbDocStats,
+    KbThresholds,
 }
 
 impl Table {
     /// All tables, in pipeline order.
-    pub const ALL: [Table; 22] = [
+    pub const ALL: [Table; 23] = [
         Table::Documents,
         Table::Chunks,
         Table::Items,
@@ -171,6 +178,7 @@ impl Table {
         Table::KbChunks,
         Table::KbAliases,
         Table::KbDocStats,
+        Table::KbThresholds,
     ];
 
     /// Folder of the table relative to the index root (`kb/…` for the merged tables).
@@ -198,6 +206,7 @@ impl Table {
             Table::KbChunks => "kb/chunks",
             Table::KbAliases => "kb/aliases",
             Table::KbDocStats => "kb/doc_stats",
+            Table::KbThresholds => "kb/thresholds",
         }
     }
 
@@ -392,6 +401,13 @@ fn fields(table: Table) -> Vec<Field> {
             i64_(N_EDGES),
             i64_(N_CLUSTERS),
         ],
+        Table::KbThresholds => vec![
+            utf8(UNIT),
+            utf8(MODEL),
+            Field::new(TAU, DataType::Float64, false),
+            Field::new(PERCENTILE, DataType::Float64, false),
+            i64_(PAIRS),
+        ],
     }
 }
 
@@ -436,6 +452,7 @@ pub fn answers_schema() -> SchemaRef {
             list_of("citations", citation),
             Field::new("cited", DataType::List(Arc::new(Field::new_list_field(DataType::Int64, false))), false),
             i64_("trimmed"),
+            Field::new("notes", DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, false))), true),
         ]))
     });
     ANSWERS.clone()
@@ -645,7 +662,8 @@ mod tests {
         assert_eq!(dirs.len(), Table::ALL.len());
         for t in Table::ALL {
             assert_eq!(Table::from_dir(t.dir()), Some(t));
-            if t.is_per_document() || t.is_kb() {
+            // Every table of rows about documents has their id; kb/thresholds is about the whole kb.
+            if t.is_per_document() || t.is_kb() && t != Table::KbThresholds {
                 assert!(t.schema().field_with_name(col::DOC_ID).is_ok(), "{t} lacks doc_id");
             }
         }

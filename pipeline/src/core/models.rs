@@ -1,6 +1,7 @@
-//! Embedding model identities: the names vectors are stored under, their widths, and the
-//! similarity thresholds calibrated for each (thresholds are a property of a model's cosine
-//! scale, not of a corpus: ARCHITECTURE.md, "Calibrating the thresholds").
+//! Embedding model identities: the names vectors are stored under, their widths, the similarity
+//! thresholds calibrated for all-MiniLM-L6-v2 (used for kbs merged before thresholds were
+//! derived), and the derivation of thresholds from a kb's own vectors that the merge runs for any
+//! model (ARCHITECTURE.md, "Thresholds derived from the index").
 
 use serde::Serialize;
 
@@ -40,5 +41,81 @@ pub fn calibrated_thresholds(model: &str) -> Thresholds {
         Thresholds { hyperedge: f32::MIN, edge: f32::MIN, chunk: f32::MIN }
     } else {
         Thresholds { hyperedge: 0.9, edge: 0.9, chunk: 0.5 }
+    }
+}
+
+/// The percentile of unit-to-unit cosines that a threshold derived from a kb is
+/// ([`derive_threshold`]). Chosen so that, on the MiniLM dev sets, the derived thresholds keep
+/// hybrid's recall within the noise of the hand-calibrated ones (BENCHMARKS.md, "Thresholds
+/// derived from the index").
+pub const DERIVED_PERCENTILE: f64 = 0.95;
+
+/// Cosine above which two units are taken for copies of one text.
+const DUPLICATE: f32 = 0.999;
+
+/// Most units a derived threshold compares each sampled unit with, and most units sampled.
+const PROBES: usize = 1000;
+const TARGETS: usize = 2000;
+
+/// A similarity threshold for units of one kind, derived from their own vectors with no question
+/// needed: the [`DERIVED_PERCENTILE`] of the cosines between evenly spaced pairs of them (up to
+/// 1,000 × 2,000 pairs; pairs of copies, cosine ≥ 0.999, left out). A unit above it is closer to
+/// the question than most units are to each other, whatever the model's cosine scale. `vectors` holds `rows` unit vectors of width `dim`,
+/// row after row. None when there are fewer than two units. Returns the threshold and the pairs
+/// it was measured on.
+pub fn derive_threshold(vectors: &[f32], dim: usize, rows: usize) -> Option<(f32, usize)> {
+    if rows < 2 || dim == 0 || vectors.len() < rows * dim {
+        return None;
+    }
+    let row = |i: usize| &vectors[i * dim..(i + 1) * dim];
+    let step = |k: usize| (rows / k.min(rows)).max(1);
+    let mut cosines = Vec::new();
+    for p in (0..rows).step_by(step(PROBES)) {
+        for t in (0..rows).step_by(step(TARGETS)).map(|t| (t + p / 2 + 1) % rows) {
+            let cosine = row(p).iter().zip(row(t)).map(|(a, b)| a * b).sum::<f32>();
+            // Copies (units of the same text) say nothing about how alike different units are.
+            if t != p && cosine < DUPLICATE {
+                cosines.push(cosine);
+            }
+        }
+    }
+    if cosines.is_empty() {
+        return None;
+    }
+    let at = ((cosines.len() - 1) as f64 * DERIVED_PERCENTILE) as usize;
+    let (_, tau, _) = cosines.select_nth_unstable_by(at, f32::total_cmp);
+    Some((*tau, cosines.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_derived_threshold_follows_the_scale_of_the_vectors() {
+        // 200 unit vectors spread over 8 axes: pairs on the same axis have cosine 1, others 0.
+        let dim = 8;
+        let mut spread = Vec::new();
+        for i in 0..200 {
+            let mut v = vec![0.0f32; dim];
+            v[i % dim] = 1.0;
+            spread.extend(v);
+        }
+        // Units on the same axis are copies and left out; the others are orthogonal.
+        let (tau, pairs) = derive_threshold(&spread, dim, 200).unwrap();
+        assert!(pairs > 1000);
+        assert!(tau.abs() < 1e-6, "{tau}");
+        // A model whose cosines are all about 0.8 gets a threshold about 0.8.
+        let mut close = Vec::new();
+        for i in 0..300 {
+            let x = 0.8f32.sqrt();
+            let mut v = vec![0.0f32; dim];
+            v[0] = x;
+            v[1 + i % (dim - 1)] = (1.0 - x * x).sqrt();
+            close.extend(v);
+        }
+        let (tau, _) = derive_threshold(&close, dim, 300).unwrap();
+        assert!((0.79..=1.0).contains(&tau), "{tau}");
+        assert_eq!(derive_threshold(&spread[..dim], dim, 1), None);
     }
 }

@@ -1,10 +1,13 @@
 //! The `[query]` section: the retrieval strategy, its module toggles and breadths, thresholds
 //! and the context budget.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
 pub use crate::core::models::Thresholds;
 use crate::core::models::calibrated_thresholds;
+use crate::core::units::Unit;
 use crate::core::{Error, Result};
 
 /// Retrieval strategy of the query stage: the three FlexStructRAG modes and the peers.
@@ -283,14 +286,18 @@ impl Default for QueryConfig {
 pub const MIN_CONTEXT_TOKENS: usize = 64;
 
 impl QueryConfig {
-    /// The thresholds for `model`: configured values win over the model's calibrated ones
-    /// ([`calibrated_thresholds`]).
-    pub fn thresholds(&self, model: &str) -> Thresholds {
+    /// The thresholds in effect: configured values win, then those the merge derived from the
+    /// kb's own vectors (`derived`, by unit), then the model's calibrated ones
+    /// ([`calibrated_thresholds`], for a kb merged before thresholds were derived).
+    pub fn thresholds(&self, model: &str, derived: &HashMap<Unit, f32>) -> Thresholds {
         let calibrated = calibrated_thresholds(model);
+        let pick = |configured: Option<f32>, unit: Unit, fallback: f32| {
+            configured.or_else(|| derived.get(&unit).copied()).unwrap_or(fallback)
+        };
         Thresholds {
-            hyperedge: self.tau_eh.unwrap_or(calibrated.hyperedge),
-            edge: self.tau_e.unwrap_or(calibrated.edge),
-            chunk: self.tau_chunk.unwrap_or(calibrated.chunk),
+            hyperedge: pick(self.tau_eh, Unit::Hyperedge, calibrated.hyperedge),
+            edge: pick(self.tau_e, Unit::Edge, calibrated.edge),
+            chunk: pick(self.tau_chunk, Unit::Chunk, calibrated.chunk),
         }
     }
 

@@ -59,6 +59,8 @@ pub struct Context {
     pub trimmed: usize,
     /// cl100k tokens of [`Context::render`].
     pub tokens: usize,
+    /// What the retrieval had to say (a threshold nothing passed), for the answer's reader.
+    pub notes: Vec<String>,
 }
 
 fn piece(text: &str, span: Option<Span>) -> Piece {
@@ -238,7 +240,7 @@ impl Context {
             kept.push(e);
         }
         let tokens = kept.iter().map(|e| e.tokens).sum();
-        Context { evidence: kept, trimmed, tokens }
+        Context { evidence: kept, trimmed, tokens, notes: Vec::new() }
     }
 
     /// The numbered evidence lines given to the generator.
@@ -401,7 +403,7 @@ mod tests {
                 .map(|(i, t)| evidence(t, (i % 2 == 0).then_some(i as i64 * 10)))
                 .collect();
             let sum: usize = evidence.iter().enumerate().map(|(i, e)| counter.count(&line(i + 1, e))).sum();
-            let context = Context { evidence, trimmed: 0, tokens: 0 };
+            let context = Context { evidence, trimmed: 0, tokens: 0, notes: Vec::new() };
             prop_assert_eq!(sum, counter.count(&context.render()));
         }
     }

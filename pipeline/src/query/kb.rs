@@ -12,6 +12,7 @@ use rayon::prelude::*;
 use super::lexical::Lexical;
 use super::scan::Vectors;
 use crate::core::names::normalize;
+use crate::core::units::Unit;
 use crate::core::{Error, IndexProblem, Result};
 use crate::io::Index;
 use crate::io::lock::{self, LockName};
@@ -161,6 +162,9 @@ pub struct Kb {
     pub chunk_has_hyperedges: Vec<bool>,
     /// BM25 over the hyperedges (row for row): each one's text and the names of its entities.
     pub lexical: Lexical,
+    /// The similarity thresholds the merge derived from the kb's own vectors (`kb/thresholds`),
+    /// by unit; empty for a kb merged before they existed.
+    pub derived_thresholds: HashMap<Unit, f32>,
 }
 
 /// The chunk each hyperedge's span starts in (chunks tile their document, so it is the chunk of
@@ -246,11 +250,32 @@ fn titled_hyperedges(index: &Index, hyperedges: &Hyperedges) -> Result<HashMap<S
     Ok(by_title)
 }
 
+/// The thresholds `kb/thresholds` holds for `model` (none for a kb merged before it existed).
+fn read_thresholds(index: &Index, model: &str) -> Result<HashMap<Unit, f32>> {
+    let path = index.kb_part(Table::KbThresholds);
+    if !path.is_file() {
+        return Ok(HashMap::new());
+    }
+    let mut out = HashMap::new();
+    for batch in crate::io::parquet::read_part(&path, Table::KbThresholds)? {
+        let (units, models) = (string_column(&batch, col::UNIT)?, string_column(&batch, col::MODEL)?);
+        let taus = typed::<arrow::array::Float64Array>(&batch, col::TAU)?;
+        for i in (0..batch.num_rows()).filter(|&i| models.value(i) == model) {
+            if let Some(unit) = Unit::from_name(units.value(i)) {
+                out.insert(unit, taus.value(i) as f32);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Checks that every kb table was written by the same merge (each part stores the merge's
 /// fingerprint): a merge killed midway leaves some tables of the new kb beside others of the old.
+/// `kb/thresholds`, which kbs merged before it existed lack, is checked when it is there.
 fn check_one_merge(index: &Index) -> Result<()> {
     let mut by_fingerprint: HashMap<String, Vec<&str>> = HashMap::new();
-    for table in TABLES {
+    let thresholds = Some(Table::KbThresholds).filter(|t| index.kb_part(*t).is_file());
+    for table in TABLES.into_iter().chain(thresholds) {
         let fingerprint = part_fingerprint(&index.kb_part(table), table)?.unwrap_or_default();
         by_fingerprint.entry(fingerprint).or_default().push(table.dir());
     }
@@ -315,6 +340,7 @@ impl Kb {
             return Err(Error::index(index.root(), IndexProblem::IncompleteKb { missing }));
         }
         check_one_merge(index)?;
+        let derived_thresholds = read_thresholds(index, model)?;
         let batches: Vec<RecordBatch> =
             TABLES.par_iter().map(|t| read_table(index, *t).and_then(|b| one_batch(*t, b))).collect::<Result<_>>()?;
         let [entities, hyperedges, edges, chunks, clusters, members, incidence, aliases] = &batches[..] else {
@@ -434,6 +460,7 @@ impl Kb {
             hyperedge_chunk,
             chunk_has_hyperedges,
             lexical,
+            derived_thresholds,
         })
     }
 

@@ -112,6 +112,9 @@ pub struct Answer {
     /// Why the answer is missing, when the LLM failed for this question.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What the retrieval had to say, e.g. a similarity threshold that no unit passed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// The label of a strategy with its toggles: `hybrid`, `hybrid w/o ER+SSC`, `hybrid-paper` (the
@@ -294,7 +297,7 @@ impl Engine {
     pub fn contexts(&self, prepared: &Prepared, config: &QueryConfig) -> Vec<(Context, Vec<EntityMatch>, f64, f64)> {
         let count = prepared.questions.len().max(1) as f64;
         let started = Instant::now();
-        let thresholds = config.thresholds(&self.kb.model);
+        let thresholds = config.thresholds(&self.kb.model, &self.kb.derived_thresholds);
         let inputs: Vec<QueryInput<'_>> = (0..prepared.questions.len())
             .map(|i| QueryInput {
                 text: &prepared.questions[i].question,
@@ -317,13 +320,14 @@ impl Engine {
             .into_par_iter()
             .map(|retrieval| {
                 let started = Instant::now();
-                let context = Context::assemble_with(
+                let mut context = Context::assemble_with(
                     &self.kb,
                     &retrieval.rows,
                     config.max_context_tokens,
                     config.merges(),
                     &self.counter,
                 );
+                context.notes = retrieval.notes;
                 (context, retrieval.entity_matches, started.elapsed().as_secs_f64() * 1000.0)
             })
             .collect();
@@ -371,6 +375,7 @@ impl Engine {
                 query_entities: matches,
                 trimmed: context.trimmed,
                 error: a.error,
+                notes: context.notes,
             })
             .collect())
     }

@@ -163,6 +163,9 @@ pub struct Retrieval {
     pub rows: Vec<Retrieved>,
     /// How the question's entities matched (entity retrieval only).
     pub entity_matches: Vec<EntityMatch>,
+    /// What the reader of the answer should know about the retrieval: a similarity threshold
+    /// that no unit of a kind passed.
+    pub notes: Vec<String>,
 }
 
 fn hits(unit: Unit, hits: Vec<Hit>) -> impl Iterator<Item = Retrieved> {
@@ -208,17 +211,61 @@ pub fn retrieve_batch(
     scan(kb, config, thresholds, queries)
         .into_par_iter()
         .zip(queries)
-        .map(|(scanned, query)| match config.mode {
-            Mode::None => Retrieval::default(),
-            Mode::Chunks => Retrieval {
-                rows: tiered(Unit::Chunk, scanned.chunks, config.chunk_k).collect(),
-                entity_matches: Vec::new(),
-            },
-            Mode::Hypergraphrag => hypergraphrag(kb, config, scanned),
-            Mode::ChunksMaxsim => chunks_maxsim(kb, config, scanned),
-            Mode::SentenceWindow => sentence_windows(kb, config, scanned),
-            Mode::Hybrid | Mode::Hypergraph | Mode::Graph if config.fuses() => fused(kb, config, *query, scanned),
-            Mode::Hybrid | Mode::Hypergraph | Mode::Graph => flexstruct(kb, config, thresholds, *query, scanned),
+        .map(|(scanned, query)| {
+            let notes = threshold_notes(kb, config, thresholds, &scanned);
+            let mut retrieval = match config.mode {
+                Mode::None => Retrieval::default(),
+                Mode::Chunks => Retrieval {
+                    rows: tiered(Unit::Chunk, scanned.chunks, config.chunk_k).collect(),
+                    ..Retrieval::default()
+                },
+                Mode::Hypergraphrag => hypergraphrag(kb, config, scanned),
+                Mode::ChunksMaxsim => chunks_maxsim(kb, config, scanned),
+                Mode::SentenceWindow => sentence_windows(kb, config, scanned),
+                Mode::Hybrid | Mode::Hypergraph | Mode::Graph if config.fuses() => fused(kb, config, *query, scanned),
+                Mode::Hybrid | Mode::Hypergraph | Mode::Graph => flexstruct(kb, config, thresholds, *query, scanned),
+            };
+            retrieval.notes = notes;
+            retrieval
+        })
+        .collect()
+}
+
+/// A note for each kind of unit whose similarity scan came back empty because of its threshold
+/// (the kb has such units, none is as similar to the question as the threshold asks), so that an
+/// answer from little or no evidence says why.
+fn threshold_notes(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, scanned: &Scanned) -> Vec<String> {
+    let modules = Modules::active(config);
+    let dense = matches!(config.mode, Mode::Hybrid | Mode::Hypergraph | Mode::Graph);
+    let scans = [
+        (
+            "hyperedge",
+            "tau_eh",
+            thresholds.hyperedge,
+            dense && (modules.hyperedges || modules.clusters || modules.bridges),
+            &scanned.hyperedges,
+            kb.hyperedges.vectors.len(),
+        ),
+        ("edge", "tau_e", thresholds.edge, dense && modules.edges, &scanned.edges, kb.edges.vectors.len()),
+        (
+            "chunk",
+            "tau_chunk",
+            thresholds.chunk,
+            matches!(config.mode, Mode::Chunks | Mode::Hypergraphrag),
+            &scanned.chunks,
+            kb.chunks.vectors.len(),
+        ),
+    ];
+    scans
+        .into_iter()
+        .filter(|&(_, _, tau, scanned_here, hits, units)| {
+            scanned_here && hits.is_empty() && units > 0 && tau > f32::MIN
+        })
+        .map(|(unit, key, tau, ..)| {
+            format!(
+                "no {unit} of the kb is as similar to the question as the threshold {tau:.3} asks (query.{key}); \
+                 lower it to search wider"
+            )
         })
         .collect()
 }
@@ -587,7 +634,7 @@ fn hypergraphrag(kb: &Kb, config: &QueryConfig, scanned: Scanned) -> Retrieval {
     let mut rows: Vec<Retrieved> = hits(Unit::Entity, to_hits(all_entities)).collect();
     rows.extend(hits(Unit::Hyperedge, to_hits(hyperedges)));
     rows.extend(tiered(Unit::Chunk, scanned.chunks, config.chunk_k));
-    Retrieval { rows, entity_matches: Vec::new() }
+    Retrieval { rows, ..Retrieval::default() }
 }
 
 /// Fewest hyperedges scanned for `chunks-maxsim`, and how many per chunk it takes.
@@ -613,7 +660,7 @@ fn chunks_maxsim(kb: &Kb, config: &QueryConfig, scanned: Scanned) -> Retrieval {
     }
     let mut ranked = sorted(best.into_iter().map(|(row, score)| Hit { row: row as usize, score }).collect());
     ranked.truncate(config.breadths().chunks);
-    Retrieval { rows: tiered(Unit::Chunk, ranked, config.chunk_k).collect(), entity_matches: Vec::new() }
+    Retrieval { rows: tiered(Unit::Chunk, ranked, config.chunk_k).collect(), ..Retrieval::default() }
 }
 
 /// Sentence windows: each of the top hyperedges widened to its ±`window_k` neighbours in
@@ -623,7 +670,7 @@ fn chunks_maxsim(kb: &Kb, config: &QueryConfig, scanned: Scanned) -> Retrieval {
 fn sentence_windows(kb: &Kb, config: &QueryConfig, scanned: Scanned) -> Retrieval {
     let rows =
         tiered(Unit::Hyperedge, scanned.hyperedges, config.n_eh).map(|r| widen(kb, r, config.window_k)).collect();
-    Retrieval { rows, entity_matches: Vec::new() }
+    Retrieval { rows, ..Retrieval::default() }
 }
 
 /// A retrieved hyperedge as the passage of it and its ±`k` neighbours in extraction order within

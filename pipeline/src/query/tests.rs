@@ -109,6 +109,7 @@ fn tiny_kb() -> Kb {
         hyperedge_chunk,
         chunk_has_hyperedges,
         lexical: Default::default(),
+        derived_thresholds: HashMap::new(),
     }
 }
 

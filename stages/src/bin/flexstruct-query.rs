@@ -168,6 +168,9 @@ fn for_a_person(a: &Answer, index: &Index, show: usize) -> anyhow::Result<String
     let answer =
         if a.answer.is_empty() { "(no answer: nothing was retrieved and no LLM is configured)" } else { &a.answer };
     s.push_str(&format!("Q: {}\nA: {answer}\n", a.question));
+    for note in &a.notes {
+        s.push_str(&format!("   note: {note}\n"));
+    }
     for c in &a.citations {
         s.push_str(&format!(
             "   cited: {} [{}..{}] \"{}\"\n",

@@ -561,5 +561,33 @@ fn the_llm_path_under_faults_builds_the_same_kb_as_without_them() {
     }
     assert_eq!(scalar(&index, "SELECT count(*) FROM failures"), 0);
     assert!(scalar(&reference, "SELECT count(*) FROM kb.edges").as_i64().unwrap() > 0);
+
+    // A model with no calibrated thresholds (the stand-in's `/v1/embeddings`) gets thresholds
+    // derived from its own vectors, and retrieval finds evidence with them.
+    let derived = query(&reference, "SELECT unit, tau FROM kb.thresholds WHERE model = 'standin-embeddings'");
+    assert_eq!(derived.len(), 3, "{derived:?}");
+    assert!(derived.iter().all(|r| r["tau"].as_f64().unwrap() < 0.9), "{derived:?}");
+    let url = clean.url.as_str();
+    let env = [
+        ("FLEXSTRUCT_EMBED__MODEL", "standin-embeddings"),
+        ("FLEXSTRUCT_EMBED__BASE_URL", url),
+        ("FLEXSTRUCT_EMBED__API_KEY_ENV", ""),
+    ];
+    let question = "When was the Kestrel Valley Water Compact signed?";
+    for mode in ["hybrid", "hypergraph"] {
+        let out =
+            run_env("query", &["--index", reference.to_str().unwrap(), "--mode", mode, "--show", "3", question], &env);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert!(out.stdout.contains("[1]") && !out.stdout.contains("note: no "), "{mode}: {}", out.stdout);
+    }
+    // Edges and chunks of the stand-in are alike among themselves (relations around one anchor
+    // quote the same fact; bag-of-words vectors of long chunks share their common words), so
+    // their derived thresholds are high: a question that passes none gets evidence from nowhere
+    // else in these modes, and the answer says why.
+    for mode in ["graph", "chunks"] {
+        let out = run_env("query", &["--index", reference.to_str().unwrap(), "--mode", mode, question], &env);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert!(out.stdout.contains("[1]") || out.stdout.contains("note: no "), "{mode}: {}", out.stdout);
+    }
     assert!(scalar(&reference, "SELECT count(*) FROM llm_calls WHERE stage = 'hypergraph'").as_i64().unwrap() > 0);
 }

@@ -134,14 +134,14 @@ fn a_questions_file_gives_cited_answers_as_jsonl_and_parquet() {
 #[test]
 fn every_mode_and_toggle_runs_on_the_same_index() {
     let question = "Who is the chair of the Port Ellery Harbour Lights Society?";
-    let units = |args: &[&str]| {
+    let units_env = |args: &[&str], env: &[(&str, &str)]| {
         let tmp = tempfile::tempdir().unwrap();
         let out_path = tmp.path().join("a.jsonl");
         let q = tmp.path().join("q.jsonl");
         std::fs::write(&q, serde_json::json!({"id": "x", "question": question}).to_string()).unwrap();
         let mut all = vec!["--questions", q.to_str().unwrap(), "--out", out_path.to_str().unwrap(), "--quiet"];
         all.extend(args);
-        let out = query_env(&all, &[]);
+        let out = query_env(&all, env);
         assert_eq!(out.code, 0, "{}", out.stderr);
         let a = answers(&out_path).remove(0);
         let mut units: Vec<String> =
@@ -150,6 +150,7 @@ fn every_mode_and_toggle_runs_on_the_same_index() {
         units.dedup();
         (a["variant"].as_str().unwrap().to_owned(), units)
     };
+    let units = |args: &[&str]| units_env(args, &[]);
     let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     // The fused assembly gives passages (hyperedges with their neighbours, merged); the paper's
     // gives each module's units, and the edges retrieved here state facts whose source sentences
@@ -163,10 +164,15 @@ fn every_mode_and_toggle_runs_on_the_same_index() {
         ("hybrid-paper w/o BR".into(), s(&["cluster", "entity", "hyperedge"]))
     );
     assert_eq!(units(&["--mode", "hypergraph", "--assembly", "paper"]).1, s(&["cluster", "entity", "hyperedge"]));
-    assert_eq!(units(&["--mode", "graph"]).1, s(&["edge", "entity"]));
-    assert_eq!(units(&["--mode", "chunks"]).1, s(&["chunk"]));
+    // The thresholds are those the merge derived from the kb's own (hashing) vectors; with no
+    // threshold at all, graph retrieval gives edges and entities.
+    assert_eq!(units(&["--mode", "graph", "--tau-e=-1"]).1, s(&["edge", "entity"]));
+    assert_eq!(units_env(&["--mode", "chunks"], &[("FLEXSTRUCT_QUERY__TAU_CHUNK", "-1")]).1, s(&["chunk"]));
     assert_eq!(units(&["--mode", "none"]), ("none".into(), vec![]));
-    assert_eq!(units(&["--mode", "hypergraphrag"]).1, s(&["chunk", "entity", "hyperedge"]));
+    assert_eq!(
+        units_env(&["--mode", "hypergraphrag"], &[("FLEXSTRUCT_QUERY__TAU_CHUNK", "-1")]).1,
+        s(&["chunk", "entity", "hyperedge"])
+    );
     // Bridge retrieval is a module of its own, switched off apart from HR.
     let paper = |more: &[&str]| units(&[&["--assembly", "paper"], more].concat());
     assert_eq!(paper(&["--no-hyperedges", "--no-clusters"]).0, "hybrid-paper w/o HR+SSC");
@@ -203,6 +209,24 @@ fn every_mode_and_toggle_runs_on_the_same_index() {
     for a in answers(&out_path) {
         assert!(a["context_tokens"].as_u64().unwrap() <= 150, "{a}");
     }
+}
+
+#[test]
+fn a_threshold_that_nothing_passes_is_said_in_the_answer() {
+    let question = "Who is the chair of the Port Ellery Harbour Lights Society?";
+    let out = query_env(&["--mode", "graph", "--tau-e", "0.999", question], &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains(
+            "note: no edge of the kb is as similar to the question as the threshold 0.999 asks (query.tau_e)"
+        ),
+        "{}",
+        out.stdout
+    );
+    // The derived thresholds are in the kb, one per kind of unit.
+    let rows = query(sample_index(), "SELECT unit, percentile FROM kb.thresholds ORDER BY unit");
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(rows.iter().all(|r| r["percentile"] == 0.95));
 }
 
 #[test]

@@ -11,7 +11,7 @@ pub mod sql;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, Int64Array, RecordBatch};
+use arrow::array::{Array, FixedSizeListArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::Field;
 use flexstruct_schemas::{Table, col};
 use serde::Serialize;
@@ -21,11 +21,13 @@ pub use sql::{kb_queries, register_functions};
 use super::Stage;
 use super::driver::RunContext;
 use crate::core::ids::fingerprint;
+use crate::core::models::{DERIVED_PERCENTILE, derive_threshold};
+use crate::core::units::Unit;
 use crate::core::{Error, IndexProblem, Result, threads};
 use crate::io::files::remove_file;
 use crate::io::lock::{self, LockName};
 use crate::io::parquet::{
-    output_fingerprint, part_fingerprint, part_row_count, row_count, string_column, typed, write_part,
+    output_fingerprint, part_fingerprint, part_row_count, row_count, string_column, typed, vector_at, write_part,
 };
 use crate::io::sql::IndexSql;
 use crate::io::{Index, Shard, StageMetrics};
@@ -35,13 +37,16 @@ pub const STAGE: &str = Stage::Merge.name();
 const VERSION: &str = "3";
 
 /// The merge stage's own figures of a run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct MergeDetails {
     /// The embedding model whose vectors were joined.
     pub model: String,
     /// Entities per hyperdegree range (`1`, `2-3`, `4-9`, `10-30`, `31+`), when merged.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub hyperdegree_histogram: BTreeMap<String, i64>,
+    /// The similarity thresholds derived from the kb's vectors, by unit (`kb/thresholds`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub thresholds: BTreeMap<String, f32>,
 }
 
 /// What a merge run did.
@@ -92,7 +97,9 @@ pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
     ctx.progress.start(queries.len() as u64);
     let up_to_date = queries
         .iter()
-        .map(|(t, _)| output_fingerprint(&index.kb_part(*t), *t))
+        .map(|(t, _)| *t)
+        .chain([Table::KbThresholds])
+        .map(|t| output_fingerprint(&index.kb_part(t), t))
         .collect::<Result<Vec<_>>>()?
         .iter()
         .all(|fp| fp.as_deref() == Some(expected.as_str()));
@@ -111,9 +118,13 @@ pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
         let sql = IndexSql::open_tables(index, &tables).await?;
         register_functions(&sql);
         check_vectors(&sql, index, model).await?;
+        let mut thresholds = Vec::new();
         for (table, query) in &queries {
             let batches = sql.context().sql(query).await?.collect().await?;
             let batches = conform(*table, batches)?;
+            if let Some(unit) = threshold_unit(*table) {
+                thresholds.extend(derived_threshold(unit, &batches)?);
+            }
             metrics.rows_out += row_count(&batches) as u64;
             let path = index.kb_part(*table);
             if batches.is_empty() {
@@ -124,6 +135,17 @@ pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
             metrics.units_done += 1;
             ctx.progress.advance(1);
         }
+        // A chunk holds several sentences, so a question is no closer to a chunk than to its best
+        // fact: the chunks' threshold is never above the hyperedges' (chunks of one author or
+        // genre are alike, which raised theirs well above it on the novels, starving the chunk
+        // baselines of a full context).
+        let hyperedge_tau = thresholds.iter().find(|t| t.0 == Unit::Hyperedge).map(|t| t.1);
+        for t in thresholds.iter_mut().filter(|t| t.0 == Unit::Chunk) {
+            t.1 = hyperedge_tau.map_or(t.1, |h| t.1.min(h));
+        }
+        let batch = thresholds_batch(model, &thresholds)?;
+        write_part(&index.kb_part(Table::KbThresholds), Table::KbThresholds, &expected, &[batch])?;
+        metrics.details.thresholds = thresholds.iter().map(|t| (t.0.name().to_owned(), t.1)).collect();
         // Global counts and the hyperdegree distribution, for the run record.
         let stats = sql
             .context()
@@ -145,9 +167,9 @@ pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
         Ok::<(), Error>(())
     })?;
     // Parts of earlier layouts (none yet) would be removed here; kb tables have one part each.
-    for (table, _) in &queries {
-        for part in index.parts(*table)? {
-            if part != index.kb_part(*table) {
+    for table in queries.iter().map(|(t, _)| *t).chain([Table::KbThresholds]) {
+        for part in index.parts(table)? {
+            if part != index.kb_part(table) {
                 remove_file(&part)?;
             }
         }
@@ -215,6 +237,44 @@ async fn check_vectors(sql: &IndexSql, index: &Index, model: &str) -> Result<()>
         return Err(Error::index(index.root(), problem));
     }
     Ok(())
+}
+
+/// The unit whose similarity threshold is derived from a kb table's vectors.
+fn threshold_unit(table: Table) -> Option<Unit> {
+    match table {
+        Table::KbHyperedges => Some(Unit::Hyperedge),
+        Table::KbEdges => Some(Unit::Edge),
+        Table::KbChunks => Some(Unit::Chunk),
+        _ => None,
+    }
+}
+
+/// The threshold of `unit` derived from the vectors of its kb rows ([`derive_threshold`]), with
+/// the pairs it was measured on; none when the table has fewer than two vectors.
+fn derived_threshold(unit: Unit, batches: &[RecordBatch]) -> Result<Option<(Unit, f32, usize)>> {
+    let (mut flat, mut dim, mut rows) = (Vec::new(), 0, 0);
+    for batch in batches {
+        let list = typed::<FixedSizeListArray>(batch, col::EMBEDDING)?;
+        dim = list.value_length() as usize;
+        for row in (0..batch.num_rows()).filter(|&r| list.is_valid(r)) {
+            flat.extend(vector_at(list, row)?);
+            rows += 1;
+        }
+    }
+    Ok(derive_threshold(&flat, dim, rows).map(|(tau, pairs)| (unit, tau, pairs)))
+}
+
+fn thresholds_batch(model: &str, thresholds: &[(Unit, f32, usize)]) -> Result<RecordBatch> {
+    Ok(RecordBatch::try_new(
+        Table::KbThresholds.schema(),
+        vec![
+            Arc::new(thresholds.iter().map(|t| Some(t.0.name())).collect::<StringArray>()),
+            Arc::new(StringArray::from(vec![model; thresholds.len()])),
+            Arc::new(thresholds.iter().map(|t| f64::from(t.1)).collect::<Float64Array>()),
+            Arc::new(Float64Array::from(vec![DERIVED_PERCENTILE; thresholds.len()])),
+            Arc::new(thresholds.iter().map(|t| t.2 as i64).collect::<Int64Array>()),
+        ],
+    )?)
 }
 
 /// Gives query results the exact field names and nullability of the kb table (DataFusion

@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::kb::{ENV, build, sample_corpus};
+use crate::query::copy_dir;
 use crate::util::*;
 
 /// A JSON-lines corpus of documents `first..first + n`.
@@ -468,27 +469,13 @@ fn a_context_cap_below_one_piece_is_refused() {
     assert!(out.stderr.contains("10 is too small: 0 (no cap) or at least 64 tokens"), "{}", out.stderr);
 }
 
-/// Copies a folder tree.
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let path = entry.unwrap().path();
-        let target = to.join(path.file_name().unwrap());
-        if path.is_dir() {
-            copy_tree(&path, &target);
-        } else {
-            std::fs::copy(&path, &target).unwrap();
-        }
-    }
-}
-
 #[test]
 fn a_merge_killed_at_any_moment_leaves_a_kb_that_loads_whole_or_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let (full, _) = two_kbs(tmp.path());
     let i = full.to_str().unwrap();
     let old_kb = tmp.path().join("old-kb");
-    copy_tree(&full.join("kb"), &old_kb);
+    copy_dir(&full.join("kb"), &old_kb);
     // The index now holds a smaller corpus in every per-document table; its kb is the old one.
     let smaller = tmp.path().join("corpus");
     for stage in ["ingest", "chunk", "extract", "hypergraph", "graph", "embed", "cluster"] {
@@ -500,7 +487,7 @@ fn a_merge_killed_at_any_moment_leaves_a_kb_that_loads_whole_or_is_refused() {
     }
     let restore = || {
         std::fs::remove_dir_all(full.join("kb")).unwrap();
-        copy_tree(&old_kb, &full.join("kb"));
+        copy_dir(&old_kb, &full.join("kb"));
     };
     restore();
     let started = Instant::now();

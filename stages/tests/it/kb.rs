@@ -30,7 +30,8 @@ pub(crate) fn build(index: &Path, corpus: &Path, prune: bool) -> Vec<Run> {
     runs
 }
 
-fn kb_dump(index: &Path) -> Vec<Vec<serde_json::Value>> {
+/// Every row of every kb table, each table in a fixed order.
+pub(crate) fn kb_dump(index: &Path) -> Vec<Vec<serde_json::Value>> {
     [
         "entities",
         "hyperedges",

@@ -37,7 +37,7 @@ EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONF
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help build model demo lint test fuzz bench llm-index ingest chunk extract hypergraph graph embed cluster merge index query eval ablate sweep qa-index sql clean
+.PHONY: help build model demo lint test fuzz bench llm-index slurm-index slurm-test ingest chunk extract hypergraph graph embed cluster merge index query eval ablate sweep qa-index sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -95,8 +95,22 @@ lint: ## Check formatting (rustfmt) and lints (clippy, warnings are errors) of e
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: model lint ## Lint, then build and run the whole test suite (what CI runs)
+test: model lint ## Lint, then build and run the whole test suite, then the Slurm test (what CI runs)
 	$(CARGO) test --workspace
+	$(MAKE) --no-print-directory slurm-test
+
+SHARDS    ?= 4
+PARTITION ?=
+ACCOUNT   ?=
+CPUS      ?= 2
+MEM       ?= 4G
+TIME      ?= 02:00:00
+slurm-index: build ## Submit the construction of INDEX from CORPUS to Slurm: SHARDS array tasks per stage (PARTITION= ACCOUNT= CPUS= MEM= TIME= per task), then the merge; prints the job ids
+	PARTITION=$(PARTITION) ACCOUNT=$(ACCOUNT) CPUS=$(CPUS) MEM=$(MEM) TIME=$(TIME) CONFIG=$(CONFIG) BIN=$(BIN) \
+	  cluster/slurm/submit.sh $(CORPUS) $(INDEX) $(SHARDS)
+
+slurm-test: build ## Set up a one-node Slurm (installing slurm-wlm and munge if missing), check that make slurm-index SHARDS=4 builds the sample's kb exactly as make index does, tear it down
+	cluster/slurm/test.sh
 
 FUZZ_CASES ?= 20000
 fuzz: ## Property-based fuzzing of the parsers users feed (corpus readers, LLM answers, chunker, config): FUZZ_CASES cases each (make test runs 64)

@@ -54,8 +54,9 @@ pub struct CommonArgs {
     #[arg(long, env = "FLEXSTRUCT_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Process only the documents whose stable hash mod N is K (N must divide the index's
-    /// bucket count); shards can run as separate jobs.
-    #[arg(long, env = "FLEXSTRUCT_SHARD", value_name = "K/N", default_value = "0/1")]
+    /// bucket count); shards can run as separate jobs. `auto`: K and N of the Slurm array task
+    /// this runs in; `auto/N`: K of the Slurm array task or Kubernetes Indexed Job, of N.
+    #[arg(long, env = "FLEXSTRUCT_SHARD", value_name = "K/N|auto|auto/N", default_value = "0/1")]
     pub shard: Shard,
     /// No progress bar and no summary (failures and errors are still reported).
     #[arg(long, short, env = "FLEXSTRUCT_QUIET")]

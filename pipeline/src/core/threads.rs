@@ -1,8 +1,9 @@
 //! How many threads parallel work uses. Every rayon pool, async runtime and DataFusion session
 //! of the pipeline sizes itself from [`count`], which is the size of rayon's global pool: every
-//! core of the machine unless `--threads` (`FLEXSTRUCT_THREADS`) or rayon's own
-//! `RAYON_NUM_THREADS` says otherwise. Nothing is hard-coded, so the same binary uses 64 cores on
-//! a 64-core node and the cores it was given in a scheduler's task.
+//! core of the machine unless `--threads` (`FLEXSTRUCT_THREADS`), a Slurm task's
+//! `SLURM_CPUS_PER_TASK` or rayon's own `RAYON_NUM_THREADS` says otherwise. Nothing is
+//! hard-coded, so the same binary uses 64 cores on a 64-core node and the cores it was given in a
+//! scheduler's task (Slurm does not always confine a task to its CPUs, so its count is read).
 
 use super::error::{Error, Result};
 
@@ -11,11 +12,13 @@ pub fn count() -> usize {
     rayon::current_num_threads().max(1)
 }
 
-/// Sizes the global thread pool: `threads` when given (and not 0), else rayon's default. Call it
-/// once, before any parallel work (the binaries do, from `--threads`); afterwards the pool
-/// cannot change size, and asking for another size is an error.
+/// Sizes the global thread pool: `threads` when given (and not 0), else the CPUs of the Slurm
+/// task this runs in (`SLURM_CPUS_PER_TASK`), else rayon's default. Call it once, before any
+/// parallel work (the binaries do, from `--threads`); afterwards the pool cannot change size, and
+/// asking for another size is an error.
 pub fn init(threads: Option<usize>) -> Result<usize> {
-    let Some(threads) = threads.filter(|&n| n > 0) else { return Ok(count()) };
+    let slurm = || std::env::var("SLURM_CPUS_PER_TASK").ok().and_then(|v| v.trim().parse::<usize>().ok());
+    let Some(threads) = threads.filter(|&n| n > 0).or_else(slurm).filter(|&n| n > 0) else { return Ok(count()) };
     match rayon::ThreadPoolBuilder::new().num_threads(threads).build_global() {
         Ok(()) => Ok(threads),
         Err(_) if count() == threads => Ok(threads),

@@ -214,10 +214,52 @@ impl fmt::Display for Shard {
     }
 }
 
+impl Shard {
+    /// The shard of the job this runs in, from the scheduler's environment: a Slurm array task
+    /// (`SLURM_ARRAY_TASK_ID` of `SLURM_ARRAY_TASK_COUNT`, ids counted from
+    /// `SLURM_ARRAY_TASK_MIN`), else, when `count` is given, a Kubernetes Indexed Job
+    /// (`JOB_COMPLETION_INDEX`).
+    pub fn from_scheduler(count: Option<u32>, env: impl Fn(&str) -> Option<String>) -> Result<Shard, String> {
+        let number = |name: &str| env(name).and_then(|v| v.trim().parse::<u32>().ok());
+        let (index, n) = if let Some(id) = number("SLURM_ARRAY_TASK_ID") {
+            let min = number("SLURM_ARRAY_TASK_MIN").unwrap_or(0);
+            let n = count
+                .or_else(|| number("SLURM_ARRAY_TASK_COUNT"))
+                .or_else(|| number("SLURM_ARRAY_TASK_MAX").map(|max| max.saturating_sub(min) + 1));
+            (id.checked_sub(min), n)
+        } else if let Some(index) = number("JOB_COMPLETION_INDEX") {
+            (Some(index), count)
+        } else {
+            return Err("--shard auto: not in a Slurm array task (SLURM_ARRAY_TASK_ID) nor a Kubernetes Indexed \
+                        Job (JOB_COMPLETION_INDEX)"
+                .into());
+        };
+        match (index, n) {
+            (Some(index), Some(count)) if index < count => Ok(Shard { index, count }),
+            (_, None) => Err("--shard auto: the shard count is unknown; give it as auto/N".into()),
+            (index, Some(count)) => Err(format!("--shard auto: task {index:?} is not below the shard count {count}")),
+        }
+    }
+}
+
 impl FromStr for Shard {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || format!("invalid shard `{s}`: expected K/N with 0 <= K < N, e.g. 0/4");
+        if let Some(rest) = s.strip_prefix("auto") {
+            let count = match rest.strip_prefix('/') {
+                Some(n) => Some(
+                    n.trim()
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| format!("invalid shard `{s}`: expected auto or auto/N with N > 0"))?,
+                ),
+                None if rest.is_empty() => None,
+                None => return Err(format!("invalid shard `{s}`: expected auto or auto/N")),
+            };
+            return Shard::from_scheduler(count, |name| std::env::var(name).ok());
+        }
+        let bad = || format!("invalid shard `{s}`: expected K/N with 0 <= K < N (e.g. 0/4), auto or auto/N");
         let (k, n) = s.split_once('/').ok_or_else(bad)?;
         let index: u32 = k.trim().parse().map_err(|_| bad())?;
         let count: u32 = n.trim().parse().map_err(|_| bad())?;
@@ -248,6 +290,25 @@ mod tests {
             let id = format!("doc-{i}");
             assert_eq!(shard.owns_doc(&id), shard.owns_bucket(index.bucket_of(&id)));
         }
+    }
+
+    #[test]
+    fn the_shard_of_a_scheduler_task_comes_from_its_environment() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_owned())
+        };
+        let slurm = env(&[("SLURM_ARRAY_TASK_ID", "3"), ("SLURM_ARRAY_TASK_COUNT", "4")]);
+        assert_eq!(Shard::from_scheduler(None, slurm), Ok(Shard { index: 3, count: 4 }));
+        // An array numbered 1-4: ids from the minimum, count from the range.
+        let from_one =
+            env(&[("SLURM_ARRAY_TASK_ID", "1"), ("SLURM_ARRAY_TASK_MIN", "1"), ("SLURM_ARRAY_TASK_MAX", "4")]);
+        assert_eq!(Shard::from_scheduler(None, from_one), Ok(Shard { index: 0, count: 4 }));
+        let k8s = env(&[("JOB_COMPLETION_INDEX", "2")]);
+        assert_eq!(Shard::from_scheduler(Some(8), k8s), Ok(Shard { index: 2, count: 8 }));
+        assert!(Shard::from_scheduler(None, k8s).unwrap_err().contains("auto/N"));
+        assert!(Shard::from_scheduler(None, env(&[])).unwrap_err().contains("not in a Slurm array task"));
+        assert!(Shard::from_scheduler(Some(2), env(&[("JOB_COMPLETION_INDEX", "5")])).is_err());
+        assert!("auto/0".parse::<Shard>().is_err() && "autox".parse::<Shard>().is_err());
     }
 
     #[test]

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Submits the construction of an index to Slurm: one job array of SHARDS tasks per per-document
+# stage (each task runs its stage with --shard auto, i.e. on the buckets of task K of N), each
+# array starting when the previous one has ended without error, then the merge as one job.
+# Prints the job ids, one line per stage. Resubmitting after a failed or cancelled task redoes
+# only the buckets that are not up to date (every stage is idempotent).
+#
+# Usage: cluster/slurm/submit.sh CORPUS INDEX SHARDS
+# Environment (defaults in brackets): PARTITION [the cluster's default], ACCOUNT [none],
+# CPUS [2] cpus per task, MEM [4G] memory per task, TIME [02:00:00] time limit per task,
+# BIN [target/debug] folder of the stage binaries, CONFIG [none] pipeline configuration file.
+# The stage binaries size their thread pools from the task's SLURM_CPUS_PER_TASK. Exit code 1 of
+# a stage (some units failed; they are rows of the failures table, retried by a rerun) lets the
+# next stage go on; any other failure stops the chain.
+set -euo pipefail
+corpus=${1:?usage: $0 CORPUS INDEX SHARDS}
+index=${2:?usage: $0 CORPUS INDEX SHARDS}
+shards=${3:?usage: $0 CORPUS INDEX SHARDS}
+bin=$(cd "${BIN:-target/debug}" && pwd)
+corpus=$(cd "$(dirname "$corpus")" && pwd)/$(basename "$corpus")
+mkdir -p "$index"
+index=$(cd "$index" && pwd)
+logs="$index/.slurm-logs"
+mkdir -p "$logs"
+common=(--parsable --cpus-per-task="${CPUS:-2}" --mem="${MEM:-4G}" --time="${TIME:-02:00:00}")
+[ -n "${PARTITION:-}" ] && common+=(--partition="$PARTITION")
+[ -n "${ACCOUNT:-}" ] && common+=(--account="$ACCOUNT")
+config=()
+[ -n "${CONFIG:-}" ] && config=(--config "$(cd "$(dirname "$CONFIG")" && pwd)/$(basename "$CONFIG")")
+
+# A task's command: the stage, with exit code 1 (units failed and recorded) counted as done.
+task() {
+  printf '%q ' "$@"
+  printf '; rc=$?; [ $rc -le 1 ] || exit $rc'
+}
+
+previous=""
+for stage in ingest chunk extract hypergraph graph embed cluster; do
+  args=(--index "$index" --shard auto --quiet "${config[@]}")
+  [ "$stage" = ingest ] && args+=(--corpus "$corpus")
+  dependency=()
+  [ -n "$previous" ] && dependency=(--dependency="afterok:$previous")
+  previous=$(sbatch "${common[@]}" "${dependency[@]}" --array="0-$((shards - 1))" --job-name="fs-$stage" \
+    --output="$logs/$stage-%a.log" --wrap="$(task "$bin/flexstruct-$stage" "${args[@]}")")
+  echo "$stage $previous"
+done
+merge=$(sbatch "${common[@]}" --dependency="afterok:$previous" --job-name=fs-merge --output="$logs/merge.log" \
+  --wrap="$(task "$bin/flexstruct-merge" --index "$index" --quiet "${config[@]}")")
+echo "merge $merge"

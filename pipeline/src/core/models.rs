@@ -64,8 +64,20 @@ const TARGETS: usize = 2000;
 /// row after row. None when there are fewer than two units. Returns the threshold and the pairs
 /// it was measured on.
 pub fn derive_threshold(vectors: &[f32], dim: usize, rows: usize) -> Option<(f32, usize)> {
-    if rows < 2 || dim == 0 || vectors.len() < rows * dim {
+    let mut cosines = sampled_cosines(vectors, dim, rows);
+    if cosines.is_empty() {
         return None;
+    }
+    let at = ((cosines.len() - 1) as f64 * DERIVED_PERCENTILE) as usize;
+    let (_, tau, _) = cosines.select_nth_unstable_by(at, f32::total_cmp);
+    Some((*tau, cosines.len()))
+}
+
+/// The cosines a threshold is derived from: evenly spaced pairs of the `rows` unit vectors of
+/// width `dim` in `vectors` (up to 1,000 × 2,000), copies (cosine ≥ 0.999) left out; unordered.
+pub fn sampled_cosines(vectors: &[f32], dim: usize, rows: usize) -> Vec<f32> {
+    if rows < 2 || dim == 0 || vectors.len() < rows * dim {
+        return Vec::new();
     }
     let row = |i: usize| &vectors[i * dim..(i + 1) * dim];
     let step = |k: usize| (rows / k.min(rows)).max(1);
@@ -79,12 +91,7 @@ pub fn derive_threshold(vectors: &[f32], dim: usize, rows: usize) -> Option<(f32
             }
         }
     }
-    if cosines.is_empty() {
-        return None;
-    }
-    let at = ((cosines.len() - 1) as f64 * DERIVED_PERCENTILE) as usize;
-    let (_, tau, _) = cosines.select_nth_unstable_by(at, f32::total_cmp);
-    Some((*tau, cosines.len()))
+    cosines
 }
 
 #[cfg(test)]

@@ -22,6 +22,11 @@ impl Vectors {
         self.dim
     }
 
+    /// Every row's vector, one after the other.
+    pub fn values(&self) -> &[f32] {
+        &self.values
+    }
+
     /// Number of rows.
     pub fn len(&self) -> usize {
         self.values.len().checked_div(self.dim).unwrap_or(0)

@@ -220,7 +220,7 @@ fn answer(request: &Request) -> String {
         return "Answer: unknown\nThe stand-in knows nothing without evidence.".to_owned();
     }
     let user = prompt(request);
-    if let Some(target) = user.rsplit("TARGET:\n<<<\n").next().filter(|_| user.contains("TARGET:\n<<<\n")) {
+    if let Some((_, target)) = user.rsplit_once("TARGET:\n<<<\n") {
         return items(target.trim_end_matches("\n>>>"));
     }
     if let Some(rest) = user.strip_prefix("ENTITY: ") {

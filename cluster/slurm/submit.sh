@@ -8,7 +8,10 @@
 # Usage: cluster/slurm/submit.sh CORPUS INDEX SHARDS
 # Environment (defaults in brackets): PARTITION [the cluster's default], ACCOUNT [none],
 # CPUS [2] cpus per task, MEM [4G] memory per task, TIME [02:00:00] time limit per task,
-# BIN [target/debug] folder of the stage binaries, CONFIG [none] pipeline configuration file.
+# BIN [target/debug] folder of the stage binaries, CONFIG [none] pipeline configuration file,
+# LOGS [INDEX/.slurm-logs, or ./.slurm-logs/<bucket_prefix> for an s3:// INDEX] the tasks' logs.
+# INDEX may be s3://bucket/prefix: the AWS_* variables of the submitting shell reach the tasks
+# (sbatch exports the environment).
 # The stage binaries size their thread pools from the task's SLURM_CPUS_PER_TASK. Exit code 1 of
 # a stage (some units failed; they are rows of the failures table, retried by a rerun) lets the
 # next stage go on; any other failure stops the chain.
@@ -18,9 +21,16 @@ index=${2:?usage: $0 CORPUS INDEX SHARDS}
 shards=${3:?usage: $0 CORPUS INDEX SHARDS}
 bin=$(cd "${BIN:-target/debug}" && pwd)
 corpus=$(cd "$(dirname "$corpus")" && pwd)/$(basename "$corpus")
-mkdir -p "$index"
-index=$(cd "$index" && pwd)
-logs="$index/.slurm-logs"
+case "$index" in
+  *://*)
+    # An index on object storage (s3://bucket/prefix): every task works on its own working copy;
+    # the logs go to a local folder (LOGS, default ./.slurm-logs/<bucket_prefix>).
+    logs=${LOGS:-$(pwd)/.slurm-logs/$(printf '%s' "${index#*://}" | tr -c 'A-Za-z0-9._-' _)} ;;
+  *)
+    mkdir -p "$index"
+    index=$(cd "$index" && pwd)
+    logs=${LOGS:-$index/.slurm-logs} ;;
+esac
 mkdir -p "$logs"
 common=(--parsable --cpus-per-task="${CPUS:-2}" --mem="${MEM:-4G}" --time="${TIME:-02:00:00}")
 [ -n "${PARTITION:-}" ] && common+=(--partition="$PARTITION")

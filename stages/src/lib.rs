@@ -10,15 +10,16 @@
 #![warn(missing_docs)]
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use anyhow::Context as _;
 use flexstruct_pipeline::config::Config;
 use flexstruct_pipeline::core::{Error, IndexProblem, threads};
-use flexstruct_pipeline::io::{Index, Shard, StageMetrics, record_run};
-use flexstruct_pipeline::stages::{Progress, RunContext};
+use flexstruct_pipeline::io::{Index, IndexLocation, Selection, Shard, StageMetrics, record_run};
+use flexstruct_pipeline::stages::{Progress, RunContext, merge};
 use flexstruct_schemas::SchemaError;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
@@ -47,9 +48,10 @@ pub fn print_stdout(text: &str) -> anyhow::Result<()> {
 /// Flags every stage binary takes; each has an environment twin.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {
-    /// Index folder (created by ingest; other stages need it to exist).
-    #[arg(long, env = "FLEXSTRUCT_INDEX", value_name = "DIR")]
-    pub index: PathBuf,
+    /// Index folder, or `s3://bucket/prefix` on object storage (credentials and endpoint from the
+    /// AWS_* variables); created by ingest, other stages need it to exist.
+    #[arg(long, env = "FLEXSTRUCT_INDEX", value_name = "DIR|s3://BUCKET/PREFIX")]
+    pub index: IndexLocation,
     /// Pipeline configuration (TOML); `FLEXSTRUCT_<SECTION>__<KEY>` variables override it.
     #[arg(long, env = "FLEXSTRUCT_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -223,16 +225,17 @@ impl Progress for Bar {
     }
 }
 
-/// Loads the configuration and opens (or, for ingest, creates) the index.
-pub fn open(args: &CommonArgs, create: bool) -> anyhow::Result<(Config, Index)> {
+/// Loads the configuration and opens (or, for ingest, creates) the index at `root`.
+pub fn open(args: &CommonArgs, root: &Path, create: bool) -> anyhow::Result<(Config, Index)> {
     let config = Config::load(args.config.as_deref())?;
-    let index =
-        if create { Index::open_or_create(&args.index, config.index.buckets)? } else { Index::open(&args.index)? };
+    let index = if create { Index::open_or_create(root, config.index.buckets)? } else { Index::open(root)? };
     Ok((config, index))
 }
 
 /// Runs a stage body with a progress bar, records the run in the manifest, reports failures and
-/// the summary on stderr, and returns the outcome.
+/// the summary on stderr, and returns the outcome. On a remote index the run works on a working
+/// copy of what it reads (the merge: everything; another stage: its shard's buckets) and pushes
+/// back what it changed — also when the body failed, so that the units it finished are kept.
 pub fn run_stage<D: Serialize>(
     name: &str,
     args: &CommonArgs,
@@ -240,11 +243,37 @@ pub fn run_stage<D: Serialize>(
     body: impl FnOnce(&RunContext<'_>, &Config) -> flexstruct_pipeline::Result<StageMetrics<D>>,
 ) -> anyhow::Result<Outcome> {
     args.threads.init()?;
-    let (config, index) = open(args, create_index)?;
+    let selection = if name == merge::STAGE { Selection::Everything } else { Selection::Shard(args.shard) };
+    let local = args.index.open_local(selection, create_index)?;
+    let outcome = run_stage_at(name, args, local.path(), create_index, body);
+    if let Some(copy) = local.copy() {
+        let pushed = copy.push().with_context(|| format!("writing the run's results back to {}", args.index))?;
+        if !args.quiet {
+            say!(
+                "{name}: {}: pulled {} objects, wrote {} ({:.1} MB), removed {}",
+                args.index,
+                copy.pulled(),
+                pushed.written,
+                pushed.bytes as f64 / 1e6,
+                pushed.removed
+            );
+        }
+    }
+    outcome
+}
+
+fn run_stage_at<D: Serialize>(
+    name: &str,
+    args: &CommonArgs,
+    root: &Path,
+    create_index: bool,
+    body: impl FnOnce(&RunContext<'_>, &Config) -> flexstruct_pipeline::Result<StageMetrics<D>>,
+) -> anyhow::Result<Outcome> {
+    let (config, index) = open(args, root, create_index)?;
     index.remove_stale_temps()?;
     let prices = config.llm.as_ref().map_or((0.0, 0.0), |l| (l.price_prompt_per_mtok, l.price_completion_per_mtok));
     let bar = Bar::new(name, args.quiet, prices);
-    let ctx = RunContext { index, shard: args.shard, progress: &bar };
+    let ctx = RunContext { index, shard: args.shard, progress: &bar, survey: None };
     let metrics = body(&ctx, &config);
     bar.finish();
     let metrics = metrics?;

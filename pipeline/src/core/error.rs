@@ -58,6 +58,18 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// An object of an index on object storage could not be listed, read, written or removed.
+    #[error("{location}: {op}")]
+    Store {
+        /// What was being done.
+        op: &'static str,
+        /// The object or prefix (`s3://bucket/prefix/chunks/part-0003.parquet`).
+        location: String,
+        /// The cause.
+        #[source]
+        source: BoxError,
+    },
+
     /// A Parquet file could not be read or written.
     #[error("{path}: {op}")]
     Parquet {
@@ -262,6 +274,15 @@ impl Error {
     pub fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
         let path = path.into();
         move |source| Error::Io { op, path, source }
+    }
+
+    /// Wraps an object store error with the operation and the object's URL.
+    pub fn store<E: std::error::Error + Send + Sync + 'static>(
+        op: &'static str,
+        location: impl std::fmt::Display,
+    ) -> impl FnOnce(E) -> Error {
+        let location = location.to_string();
+        move |source| Error::Store { op, location, source: Box::new(source) }
     }
 
     /// Wraps a Parquet error with the operation and path.

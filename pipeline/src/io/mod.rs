@@ -1,5 +1,5 @@
 //! The I/O layer: the index folder and its buckets ([`index`]), atomic file writes ([`files`]), locks between processes ([`lock`]),
-//! Parquet part files ([`parquet`]), the log tables every stage appends to ([`failures`], [`manifest`], [`calls`]),
+//! Parquet part files ([`parquet`]), indexes on object storage ([`remote`]), the log tables every stage appends to ([`failures`], [`manifest`], [`calls`]),
 //! and read-only SQL over an index ([`sql`]). It imports only the bottom layer ([`crate::core`]).
 
 pub mod calls;
@@ -9,9 +9,11 @@ pub mod index;
 pub mod lock;
 pub mod manifest;
 pub mod parquet;
+pub mod remote;
 pub mod sql;
 
 pub use calls::CallRecord;
 pub use failures::{Failure, FailureKind, UnitError};
 pub use index::{Index, IndexConfig, Shard};
 pub use manifest::{NoDetails, StageMetrics, record_run};
+pub use remote::{IndexLocation, LocalIndex, RemoteIndex, Selection, WorkingCopy};

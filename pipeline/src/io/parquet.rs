@@ -45,18 +45,28 @@ fn open_checked(path: &Path, table: Table) -> Result<(ParquetRecordBatchReaderBu
     let file = File::open(path).map_err(Error::io("opening", path))?;
     let builder =
         ParquetRecordBatchReaderBuilder::try_new(file).map_err(Error::parquet("reading the Parquet footer", path))?;
-    let kv: HashMap<String, String> = builder
-        .metadata()
+    let kv = check_footer(builder.metadata(), builder.schema(), table, &path.display().to_string())?;
+    Ok((builder, kv))
+}
+
+/// Checks a part file's footer (its flexstruct metadata and Arrow schema) against `table`;
+/// returns the key-value metadata. `location` names the file in errors.
+pub fn check_footer(
+    metadata: &parquet::file::metadata::ParquetMetaData,
+    schema: &arrow::datatypes::SchemaRef,
+    table: Table,
+    location: &str,
+) -> Result<HashMap<String, String>> {
+    let kv: HashMap<String, String> = metadata
         .file_metadata()
         .key_value_metadata()
         .into_iter()
         .flatten()
         .filter_map(|kv| Some((kv.key.clone(), kv.value.clone()?)))
         .collect();
-    let location = path.display().to_string();
-    check_metadata(table, &kv, &location)?;
-    check_schema(table, builder.schema(), &location)?;
-    Ok((builder, kv))
+    check_metadata(table, &kv, location)?;
+    check_schema(table, schema, location)?;
+    Ok(kv)
 }
 
 /// The fingerprint stored in a part file, or None if the file does not exist.

@@ -21,7 +21,8 @@ use flexstruct_schemas::Table;
 
 use super::index::Index;
 use super::lock::{self, Lock, LockName};
-use super::parquet::check_part;
+use super::parquet::{check_footer, check_part};
+use super::remote::RemoteIndex;
 use crate::core::{Error, Result, threads};
 
 /// Output formats of query results.
@@ -96,39 +97,54 @@ impl IndexSql {
     }
 
     async fn session(index: &Index, tables: &[Table], limits: Option<SqlLimits>) -> Result<IndexSql> {
-        let config = SessionConfig::new().with_information_schema(true).with_target_partitions(threads::count());
-        let mut runtime = RuntimeEnvBuilder::new();
-        if let Some(limits) = limits {
-            runtime = runtime.with_memory_limit(limits.memory_bytes, 1.0);
-        }
-        let ctx = SessionContext::new_with_config_rt(config, runtime.build_arc()?);
+        let ctx = new_context(limits)?;
         let kb_lock = if tables.iter().any(|t| t.is_kb()) { Some(lock::shared(index, LockName::Kb)?) } else { None };
-        let catalog =
-            ctx.catalog("datafusion").ok_or_else(|| Error::Internal("DataFusion has no default catalog".into()))?;
-        catalog.register_schema("kb", Arc::new(MemorySchemaProvider::new()))?;
         for &table in tables {
             let parts = index.parts(table)?;
             for part in &parts {
                 check_part(part, table)?;
             }
-            let name = table.sql_name();
-            if parts.is_empty() {
-                let empty = MemTable::try_new(table.schema(), vec![vec![]])?;
-                ctx.register_table(name.as_str(), Arc::new(empty))?;
-                continue;
-            }
-            let url = folder_url(&index.table_dir(table))?;
-            let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
-            // Vector columns have the width of their model: take the schema from a part file.
-            let schema = if table.schema().field_with_name(flexstruct_schemas::col::EMBEDDING).is_ok() {
-                file_schema(&parts[0])?
-            } else {
-                table.schema()
+            let listing = match parts.first() {
+                None => None,
+                // Vector columns have the width of their model: take the schema from a part file.
+                Some(first) if has_vectors(table) => Some((folder_url(&index.table_dir(table))?, file_schema(first)?)),
+                Some(_) => Some((folder_url(&index.table_dir(table))?, table.schema())),
             };
-            let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(schema);
-            ctx.register_table(name.as_str(), Arc::new(ListingTable::try_new(config)?))?;
+            register(&ctx, table, listing)?;
         }
         Ok(IndexSql { ctx, limits, _kb_lock: kb_lock })
+    }
+
+    /// [`IndexSql::open_limited`] over an index on object storage, read in place: every part's
+    /// footer is checked where it lies, and DataFusion reads the objects through the same store.
+    /// (No lock: a query of a kb that a merge is rewriting may see parts of both; the query
+    /// stage's own load refuses such a mix.)
+    pub async fn open_remote(remote: &RemoteIndex, limits: Option<SqlLimits>) -> Result<IndexSql> {
+        let ctx = new_context(limits)?;
+        let store_url = url::Url::parse(&remote.store_url())
+            .map_err(|e| Error::Internal(format!("{} is not a URL: {e}", remote.store_url())))?;
+        ctx.register_object_store(&store_url, remote.store().clone());
+        let objects = remote.list().await?;
+        remote.check_exists(&objects)?;
+        for table in Table::ALL {
+            let parts = RemoteIndex::parts(&objects, table);
+            let mut schema = None;
+            for meta in &parts {
+                let location = format!("{}{}", remote.table_url(table), meta.location.filename().unwrap_or_default());
+                let footer = remote.footer(meta).await?;
+                check_footer(footer.metadata(), footer.schema(), table, &location)?;
+                schema.get_or_insert_with(|| footer.schema().clone());
+            }
+            let listing = match schema {
+                None => None,
+                Some(schema) => {
+                    let schema = if has_vectors(table) { schema } else { table.schema() };
+                    Some((ListingTableUrl::parse(remote.table_url(table))?, schema))
+                }
+            };
+            register(&ctx, table, listing)?;
+        }
+        Ok(IndexSql { ctx, limits, _kb_lock: None })
     }
 
     /// The DataFusion session (for the pipeline's own queries, which are not read-only
@@ -219,6 +235,49 @@ async fn collect_bounded(
         batches.push(batch);
     }
     Ok(batches)
+}
+
+/// A session with the `kb` schema, bounded by `limits`.
+fn new_context(limits: Option<SqlLimits>) -> Result<SessionContext> {
+    let config = SessionConfig::new().with_information_schema(true).with_target_partitions(threads::count());
+    let mut runtime = RuntimeEnvBuilder::new();
+    if let Some(limits) = limits {
+        runtime = runtime.with_memory_limit(limits.memory_bytes, 1.0);
+    }
+    let ctx = SessionContext::new_with_config_rt(config, runtime.build_arc()?);
+    let catalog =
+        ctx.catalog("datafusion").ok_or_else(|| Error::Internal("DataFusion has no default catalog".into()))?;
+    catalog.register_schema("kb", Arc::new(MemorySchemaProvider::new()))?;
+    Ok(ctx)
+}
+
+/// Whether the table has a vector column (whose width is its model's, so its schema comes from
+/// a part file).
+fn has_vectors(table: Table) -> bool {
+    table.schema().field_with_name(flexstruct_schemas::col::EMBEDDING).is_ok()
+}
+
+/// Registers `table` under its name: its part files at the URL with the schema, or, when it has
+/// none yet, an empty table of its schema (so that queries over a partly built index return no
+/// rows rather than failing).
+fn register(
+    ctx: &SessionContext,
+    table: Table,
+    listing: Option<(ListingTableUrl, arrow::datatypes::SchemaRef)>,
+) -> Result<()> {
+    let name = table.sql_name();
+    match listing {
+        None => {
+            let empty = MemTable::try_new(table.schema(), vec![vec![]])?;
+            ctx.register_table(name.as_str(), Arc::new(empty))?;
+        }
+        Some((url, schema)) => {
+            let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+            let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(schema);
+            ctx.register_table(name.as_str(), Arc::new(ListingTable::try_new(config)?))?;
+        }
+    }
+    Ok(())
 }
 
 /// The `file://` URL of a local folder, taken literally: `[`, `*` and `?` in its path are

@@ -69,6 +69,11 @@ mod tests {
     use super::*;
 
     #[test]
+    fn working_copies_of_remote_indexes_know_the_cache_folder() {
+        assert_eq!(crate::io::remote::CACHE_PREFIX, format!("{CACHE_DIR}/"));
+    }
+
+    #[test]
     fn put_get_and_damaged_entries() {
         let dir = tempfile::tempdir().unwrap();
         let cache = ResponseCache::new(dir.path());

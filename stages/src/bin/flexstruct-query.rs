@@ -8,9 +8,10 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use flexstruct_pipeline::compose;
 use flexstruct_pipeline::config::{Assembly, Config, Mode};
-use flexstruct_pipeline::io::Index;
 use flexstruct_pipeline::io::parquet::{read_doc, string_column};
+use flexstruct_pipeline::io::{Index, IndexLocation, Selection};
 use flexstruct_pipeline::query::{self, Answer, Engine, Question};
+use flexstruct_schemas::Table;
 use flexstruct_stages::{Outcome, ThreadsArg, exit};
 
 /// Answers one question or a JSONL file of `{id, question}` from the kb of an index: printed for
@@ -24,9 +25,10 @@ use flexstruct_stages::{Outcome, ThreadsArg, exit};
                   Exit codes: 0 ok, 1 some questions failed (their lines say why; a rerun asks them again), 2 error."
 )]
 struct Args {
-    /// Index folder (after `make index`).
-    #[arg(long, env = "FLEXSTRUCT_INDEX", value_name = "DIR")]
-    index: PathBuf,
+    /// Index folder (after `make index`), or `s3://bucket/prefix` (its kb and documents are
+    /// fetched into a temporary working copy).
+    #[arg(long, env = "FLEXSTRUCT_INDEX", value_name = "DIR|s3://BUCKET/PREFIX")]
+    index: IndexLocation,
     /// Pipeline configuration (TOML); `FLEXSTRUCT_<SECTION>__<KEY>` variables override it.
     #[arg(long, env = "FLEXSTRUCT_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
@@ -133,11 +135,18 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
         (None, Some(path)) => query::read_questions(path)?,
         _ => bail!("give a question as an argument, or --questions FILE"),
     };
-    let index = Index::open(&args.index)?;
+    // A remote index: what a query reads (kb/ and documents) in a working copy that lives as
+    // long as the run; the LLM calls the run logs are written back.
+    let read: Vec<Table> = Table::ALL.into_iter().filter(|t| t.is_kb() || *t == Table::Documents).collect();
+    let local = args.index.open_local(Selection::Tables(&read), false)?;
+    let index = Index::open(local.path())?;
     let engine = compose::open_engine(&index, &config)?;
     let prepared = engine.prepare(questions)?;
     let answers = engine.answer(&prepared, &config.query)?;
     engine.record_calls()?;
+    if let Some(copy) = local.copy() {
+        copy.push().with_context(|| format!("writing the LLM calls of the run back to {}", args.index))?;
+    }
 
     if let Some(out) = &args.out {
         query::write_jsonl(out, &answers).with_context(|| format!("writing {}", out.display()))?;
@@ -210,7 +219,7 @@ fn for_a_person(a: &Answer, index: &Index, show: usize) -> anyhow::Result<String
 
 /// The text of a document span (as the citation promises it is).
 fn source_text(index: &Index, doc_id: &str, start: i64, end: i64) -> anyhow::Result<String> {
-    let docs = read_doc(index, flexstruct_schemas::Table::Documents, doc_id)?;
+    let docs = read_doc(index, Table::Documents, doc_id)?;
     for batch in &docs {
         let text = string_column(batch, flexstruct_schemas::col::TEXT)?;
         if batch.num_rows() > 0 {

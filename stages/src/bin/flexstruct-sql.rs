@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Parser;
 use flexstruct_pipeline::core::threads;
-use flexstruct_pipeline::io::Index;
 use flexstruct_pipeline::io::sql::{IndexSql, OutputFormat, SqlLimits, format_batches};
+use flexstruct_pipeline::io::{Index, IndexLocation, RemoteIndex};
 use flexstruct_stages::{Outcome, ThreadsArg, exit, print_stdout};
 
 /// Runs SQL over an index: tables `documents`, `chunks`, …, `failures`, `manifest`, and the
@@ -23,9 +23,10 @@ use flexstruct_stages::{Outcome, ThreadsArg, exit, print_stdout};
                   Exit codes: 0 ok, 2 error (including a refused statement or one over a limit)."
 )]
 struct Args {
-    /// Index folder.
-    #[arg(long, env = "FLEXSTRUCT_INDEX", value_name = "DIR")]
-    index: PathBuf,
+    /// Index folder, or `s3://bucket/prefix` (read in place; credentials and endpoint from the
+    /// AWS_* variables).
+    #[arg(long, env = "FLEXSTRUCT_INDEX", value_name = "DIR|s3://BUCKET/PREFIX")]
+    index: IndexLocation,
     /// SQL to run (several statements may be separated by `;`).
     query: Option<String>,
     /// Read the SQL from this file.
@@ -71,9 +72,11 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
         memory_bytes: usize::try_from(args.memory_limit.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
         timeout: Duration::from_secs_f64(args.timeout),
     };
-    let index = Index::open(&args.index)?;
     let results = threads::runtime()?.block_on(async {
-        let session = IndexSql::open_limited(&index, Some(limits)).await?;
+        let session = match &args.index {
+            IndexLocation::Local(path) => IndexSql::open_limited(&Index::open(path)?, Some(limits)).await?,
+            IndexLocation::Remote(url) => IndexSql::open_remote(&RemoteIndex::open(url)?, Some(limits)).await?,
+        };
         session.run(&sql).await
     })?;
     let mut stdout = String::new();

@@ -37,7 +37,7 @@ EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONF
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help build model demo lint test fuzz bench llm-index slurm-index slurm-test ingest chunk extract hypergraph graph embed cluster merge index query eval ablate sweep qa-index sql clean
+.PHONY: help build model demo lint test fuzz bench llm-index slurm-index slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge index query eval ablate sweep qa-index status sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -95,9 +95,10 @@ lint: ## Check formatting (rustfmt) and lints (clippy, warnings are errors) of e
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: model lint ## Lint, then build and run the whole test suite, then the Slurm test (what CI runs)
+test: model lint ## Lint, then build and run the whole test suite, then the Slurm and object-storage tests (what CI runs)
 	$(CARGO) test --workspace
 	$(MAKE) --no-print-directory slurm-test
+	$(MAKE) --no-print-directory s3-test
 
 SHARDS    ?= 4
 PARTITION ?=
@@ -111,6 +112,9 @@ slurm-index: build ## Submit the construction of INDEX from CORPUS to Slurm: SHA
 
 slurm-test: build ## Set up a one-node Slurm (installing slurm-wlm and munge if missing), check that make slurm-index SHARDS=4 builds the sample's kb exactly as make index does, tear it down
 	cluster/slurm/test.sh
+
+s3-test: build ## Start a local S3 server (moto_server from PyPI, installed into data/venv/ on first use) on 127.0.0.1, check that the sample indexes into s3://… (one process, and two concurrent shards) exactly as into a folder, stop it
+	cluster/s3/test.sh
 
 FUZZ_CASES ?= 20000
 fuzz: ## Property-based fuzzing of the parsers users feed (corpus readers, LLM answers, chunker, config): FUZZ_CASES cases each (make test runs 64)
@@ -177,6 +181,9 @@ ablate: qa-index ## The paper's ablation table on QA=<set> (toggles; w/o SW on a
 
 sweep: qa-index ## Sweep PARAM=n_eh|n_e|tau_s|tau_e|n_b over VALUES=a,b,… on QA=<set> → OUT/report.md and curves
 	$(BIN)/flexstruct-eval sweep $(EVAL_FLAGS) --param $(PARAM) $(if $(VALUES),--values $(VALUES))
+
+status: build ## Per stage, the buckets of INDEX that are up to date, stale, missing, failed or orphaned (SHARD= for one shard), the kb's state and the failed units; exit 1 when anything is left to do
+	@$(BIN)/flexstruct-status --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 sql: build ## Run Q="<SQL>" over INDEX (FORMAT=table|csv|json|jsonl)
 	@$(BIN)/flexstruct-sql --index $(INDEX) --format $(FORMAT) "$(Q)"

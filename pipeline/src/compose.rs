@@ -188,7 +188,7 @@ pub fn rebuild(index: &Index, config: &Config, first: Stage) -> Result<Vec<Stage
     if first == Stage::Ingest {
         return Err(Error::Internal("a rebuild starts after ingest: the corpus is the index's documents".into()));
     }
-    let ctx = RunContext { index: index.clone(), shard: Shard::ALL, progress: &NoProgress };
+    let ctx = RunContext { index: index.clone(), shard: Shard::ALL, progress: &NoProgress, survey: None };
     let mut runs = Vec::new();
     for &stage in first.and_after() {
         let metrics = run_stage(stage, &ctx, config)?;
@@ -249,6 +249,144 @@ pub fn build_sibling(base: &Index, name: &str, config: &Config, first: Stage) ->
     let started = std::time::Instant::now();
     let runs = rebuild(&index, config, first)?;
     Ok(Sibling { index, runs, seconds: started.elapsed().as_secs_f64() })
+}
+
+/// Where an index stands, stage by stage: what `flexstruct-status` prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct IndexStatus {
+    /// Buckets of the index.
+    pub buckets: u32,
+    /// The shard surveyed (`0/1`: the whole index).
+    pub shard: String,
+    /// Buckets of the shard surveyed.
+    pub buckets_surveyed: usize,
+    /// Documents in the surveyed buckets.
+    pub documents: u64,
+    /// Surveyed buckets that hold documents.
+    pub buckets_with_documents: usize,
+    /// Each per-document stage after ingest, in order.
+    pub stages: Vec<StageStatus>,
+    /// What a merge would do (the whole index, whatever the shard).
+    pub kb: merge::KbState,
+    /// The failed units recorded in the surveyed buckets (and the ingest failures).
+    pub failures: Vec<FailedUnit>,
+}
+
+impl IndexStatus {
+    /// Whether every stage is up to date, nothing failed and the kb is current: the next
+    /// `make index` would do nothing.
+    pub fn complete(&self) -> bool {
+        self.failures.is_empty()
+            && self.kb == merge::KbState::UpToDate
+            && self.stages.iter().all(|s| s.up_to_date == self.buckets_with_documents && s.orphaned == 0)
+    }
+}
+
+/// The buckets of one stage by state ([`crate::stages::driver::BucketState`]).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StageStatus {
+    /// The stage.
+    pub stage: String,
+    /// Buckets the next run skips.
+    pub up_to_date: usize,
+    /// Buckets whose outputs come from other inputs or settings.
+    pub stale: usize,
+    /// Buckets with documents and no outputs yet.
+    pub missing: usize,
+    /// Buckets with failed units.
+    pub failed: usize,
+    /// Buckets with outputs of removed documents.
+    pub orphaned: usize,
+    /// The buckets that are not up to date (up to 8).
+    pub to_do: Vec<u32>,
+}
+
+/// One row of the `failures` table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FailedUnit {
+    /// The stage that failed.
+    pub stage: String,
+    /// The document, when known.
+    pub doc_id: Option<String>,
+    /// The unit.
+    pub unit: String,
+    /// The failure kind.
+    pub kind: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// Surveys `index` under `config` for `shard`: for every per-document stage, which buckets its
+/// next run would skip, redo, compute or retry (its fingerprints against what its inputs and
+/// configuration make them now, exactly as a run decides), what a merge would do, and the failed
+/// units. Reads footers and listings only; writes nothing.
+pub fn status(index: &Index, config: &Config, shard: Shard) -> Result<IndexStatus> {
+    use crate::io::parquet::{opt_str, part_row_count, read_table, string_column};
+    use crate::stages::driver::{BucketState, Survey};
+    use flexstruct_schemas::{Table, col};
+
+    index.check_shard(shard)?;
+    let survey = Survey::default();
+    let ctx = RunContext { index: index.clone(), shard, progress: &NoProgress, survey: Some(&survey) };
+    let mut documents = 0;
+    let mut buckets_with_documents = 0;
+    for bucket in index.shard_buckets(shard) {
+        let path = index.bucket_path(Table::Documents, bucket);
+        if path.is_file() {
+            buckets_with_documents += 1;
+            documents += part_row_count(&path)?;
+        }
+    }
+    let mut stages = Vec::new();
+    for &stage in &Stage::ALL[1..Stage::ALL.len() - 1] {
+        run_stage(stage, &ctx, config)?;
+        stages.push(StageStatus { stage: stage.name().to_owned(), ..StageStatus::default() });
+    }
+    for (stage, bucket, state) in survey.states()? {
+        let Some(row) = stages.iter_mut().find(|s| s.stage == stage) else { continue };
+        match state {
+            BucketState::UpToDate => row.up_to_date += 1,
+            BucketState::Stale => row.stale += 1,
+            BucketState::Missing => row.missing += 1,
+            BucketState::Failed => row.failed += 1,
+            BucketState::Orphaned => row.orphaned += 1,
+        }
+        if state != BucketState::UpToDate && row.to_do.len() < 8 {
+            row.to_do.push(bucket);
+        }
+    }
+    let mut failures = Vec::new();
+    for batch in read_table(index, Table::Failures)? {
+        let column = |name| string_column(&batch, name);
+        let (stage, doc, unit, kind, message) =
+            (column(col::STAGE)?, column(col::DOC_ID)?, column(col::UNIT)?, column(col::KIND)?, column(col::MESSAGE)?);
+        for i in 0..batch.num_rows() {
+            let doc_id = opt_str(doc, i).map(str::to_owned);
+            if doc_id.as_deref().is_some_and(|d| !shard.owns_doc(d)) {
+                continue;
+            }
+            failures.push(FailedUnit {
+                stage: stage.value(i).to_owned(),
+                doc_id,
+                unit: unit.value(i).to_owned(),
+                kind: kind.value(i).to_owned(),
+                message: message.value(i).to_owned(),
+            });
+        }
+    }
+    let stage_rank = |name: &str| Stage::from_name(name).map_or(usize::MAX, |s| s as usize);
+    failures
+        .sort_by(|a, b| (stage_rank(&a.stage), &a.doc_id, &a.unit).cmp(&(stage_rank(&b.stage), &b.doc_id, &b.unit)));
+    Ok(IndexStatus {
+        buckets: index.settings().buckets,
+        shard: shard.to_string(),
+        buckets_surveyed: index.shard_buckets(shard).count(),
+        documents,
+        buckets_with_documents,
+        stages,
+        kb: merge::survey(index, &config.embed.model)?,
+        failures,
+    })
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use std::time::Instant;
 use arrow::array::RecordBatch;
 use flexstruct_schemas::Table;
 use rayon::prelude::*;
+use serde::Serialize;
 
 use crate::core::ids::fingerprint;
 use crate::core::{Error, Result};
@@ -52,11 +53,55 @@ pub struct RunContext<'a> {
     pub shard: Shard,
     /// Where progress goes.
     pub progress: &'a dyn Progress,
+    /// When set, the run only surveys: each bucket's state is recorded here, nothing is
+    /// processed, written or removed.
+    pub survey: Option<&'a Survey>,
+}
+
+/// The state of one bucket of a per-document stage: what its next run would do with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BucketState {
+    /// Every output was computed from exactly the current inputs and configuration, and no unit
+    /// failed: the next run skips it.
+    UpToDate,
+    /// Outputs exist but from other inputs, configuration or stage version: the next run redoes it.
+    Stale,
+    /// The bucket has documents but no outputs yet.
+    Missing,
+    /// Units failed in the last run (rows of `failures`): the next run retries it.
+    Failed,
+    /// Outputs of documents that are gone: the next run removes them.
+    Orphaned,
+}
+
+/// Bucket states recorded by a surveying run ([`RunContext::survey`]).
+#[derive(Debug, Default)]
+pub struct Survey {
+    states: std::sync::Mutex<Vec<(&'static str, u32, BucketState)>>,
+}
+
+impl Survey {
+    fn record(&self, stage: &'static str, bucket: u32, state: BucketState) -> Result<()> {
+        self.states.lock().map_err(|_| Error::Internal("survey lock poisoned".into()))?.push((stage, bucket, state));
+        Ok(())
+    }
+
+    /// The recorded (stage, bucket, state), sorted.
+    pub fn states(&self) -> Result<Vec<(&'static str, u32, BucketState)>> {
+        let mut states = self.states.lock().map_err(|_| Error::Internal("survey lock poisoned".into()))?.clone();
+        states.sort();
+        Ok(states)
+    }
 }
 
 impl std::fmt::Debug for RunContext<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunContext").field("index", &self.index).field("shard", &self.shard).finish_non_exhaustive()
+        f.debug_struct("RunContext")
+            .field("index", &self.index)
+            .field("shard", &self.shard)
+            .field("survey", &self.survey.is_some())
+            .finish_non_exhaustive()
     }
 }
 
@@ -184,6 +229,12 @@ where
     let outputs: Vec<PathBuf> = stage.outputs.iter().map(|&t| index.bucket_path(t, bucket)).collect();
     let scope = format!("{bucket:04}");
     let Some(primary_fp) = part_fingerprint(&inputs[0], stage.inputs[0])? else {
+        if let Some(survey) = ctx.survey {
+            if outputs.iter().any(|p| p.exists()) {
+                survey.record(stage.name, bucket, BucketState::Orphaned)?;
+            }
+            return Ok(BucketResult::Empty);
+        }
         // The documents of this bucket are gone: so are their outputs.
         let mut removed = false;
         for path in &outputs {
@@ -205,6 +256,19 @@ where
     let mut up_to_date = !failures::any(index, stage.name, &scope);
     for (path, &table) in outputs.iter().zip(&stage.outputs) {
         up_to_date = up_to_date && output_fingerprint(path, table)?.as_deref() == Some(expected.as_str());
+    }
+    if let Some(survey) = ctx.survey {
+        let state = if failures::any(index, stage.name, &scope) {
+            BucketState::Failed
+        } else if up_to_date {
+            BucketState::UpToDate
+        } else if outputs.iter().all(|p| !p.exists()) {
+            BucketState::Missing
+        } else {
+            BucketState::Stale
+        };
+        survey.record(stage.name, bucket, state)?;
+        return Ok(BucketResult::Skipped { units, rows_out: 0 });
     }
     if up_to_date {
         let rows_out = outputs.first().map_or(Ok(0), |p| part_row_count(p))?;

@@ -35,7 +35,12 @@ pub fn fixture(dir: &Path) -> Index {
     config.cluster.min_cluster_size = 2;
     config.cluster.min_samples = 1;
     let index = Index::open_or_create(&dir.join("index"), config.index.buckets).unwrap();
-    let ctx = RunContext { index: index.clone(), shard: flexstruct_pipeline::io::Shard::ALL, progress: &NoProgress };
+    let ctx = RunContext {
+        index: index.clone(),
+        shard: flexstruct_pipeline::io::Shard::ALL,
+        progress: &NoProgress,
+        survey: None,
+    };
     compose::ingest(&ctx, &config, &IngestOptions { corpus, prune: false }).unwrap();
     compose::rebuild(&index, &config, Stage::Chunk).unwrap();
     index

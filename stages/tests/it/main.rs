@@ -11,3 +11,4 @@ mod kb;
 mod llm_extract;
 mod query;
 mod sql;
+mod status;

@@ -34,6 +34,7 @@ pub fn bin(name: &str) -> PathBuf {
         "merge" => env!("CARGO_BIN_EXE_flexstruct-merge").into(),
         "query" => env!("CARGO_BIN_EXE_flexstruct-query").into(),
         "eval" => env!("CARGO_BIN_EXE_flexstruct-eval").into(),
+        "status" => env!("CARGO_BIN_EXE_flexstruct-status").into(),
         "standin-llm" => env!("CARGO_BIN_EXE_flexstruct-standin-llm").into(),
         other => panic!("no binary {other}"),
     }

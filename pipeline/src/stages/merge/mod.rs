@@ -74,17 +74,7 @@ pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
     check_complete(index)?;
     // Readers of the kb (queries, SQL) wait until every table is written, and this waits for them.
     let _lock = lock::exclusive(index, LockName::Kb)?;
-    let mut parts = vec![STAGE.to_owned(), VERSION.to_owned(), model.to_owned()];
-    let mut rows_in = 0u64;
-    for table in inputs() {
-        for part in index.parts(table)? {
-            // Paths relative to the index, so that a moved or copied index stays up to date.
-            let name = part.strip_prefix(index.root()).unwrap_or(&part);
-            parts.push(format!("{}:{}", name.display(), part_fingerprint(&part, table)?.unwrap_or_default()));
-            rows_in += part_row_count(&part)?;
-        }
-    }
-    let expected = fingerprint(&parts.iter().map(String::as_str).collect::<Vec<_>>());
+    let (expected, rows_in) = expected_fingerprint(index, model)?;
     let queries = kb_queries(model);
     let mut metrics = MergeMetrics {
         stage: STAGE.to_owned(),
@@ -95,15 +85,7 @@ pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
         ..MergeMetrics::default()
     };
     ctx.progress.start(queries.len() as u64);
-    let up_to_date = queries
-        .iter()
-        .map(|(t, _)| *t)
-        .chain([Table::KbThresholds])
-        .map(|t| output_fingerprint(&index.kb_part(t), t))
-        .collect::<Result<Vec<_>>>()?
-        .iter()
-        .all(|fp| fp.as_deref() == Some(expected.as_str()));
-    if up_to_date {
+    if kb_state(index, model, &expected)? == KbState::UpToDate {
         metrics.units_skipped = queries.len() as u64;
         ctx.progress.advance(queries.len() as u64);
         for (t, _) in &queries {
@@ -176,6 +158,60 @@ pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
     }
     metrics.seconds = started.elapsed().as_secs_f64();
     Ok(metrics)
+}
+
+/// The fingerprint of a kb merged from the index's current per-document parts with `model`'s
+/// vectors, and the rows of those parts.
+fn expected_fingerprint(index: &Index, model: &str) -> Result<(String, u64)> {
+    let mut parts = vec![STAGE.to_owned(), VERSION.to_owned(), model.to_owned()];
+    let mut rows_in = 0u64;
+    for table in inputs() {
+        for part in index.parts(table)? {
+            // Paths relative to the index, so that a moved or copied index stays up to date.
+            let name = part.strip_prefix(index.root()).unwrap_or(&part);
+            parts.push(format!("{}:{}", name.display(), part_fingerprint(&part, table)?.unwrap_or_default()));
+            rows_in += part_row_count(&part)?;
+        }
+    }
+    Ok((fingerprint(&parts.iter().map(String::as_str).collect::<Vec<_>>()), rows_in))
+}
+
+/// The state of the kb, as `flexstruct-status` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "state", content = "problems")]
+pub enum KbState {
+    /// Merged from exactly the current per-document tables: a merge would do nothing.
+    UpToDate,
+    /// Merged from other tables (documents or stages changed since): a merge would rebuild it.
+    Stale,
+    /// Not merged yet.
+    Missing,
+    /// A merge would be refused: per-document stages have not finished (the problems say where).
+    Incomplete(Vec<String>),
+}
+
+fn kb_state(index: &Index, model: &str, expected: &str) -> Result<KbState> {
+    let tables: Vec<Table> = kb_queries(model).iter().map(|(t, _)| *t).chain([Table::KbThresholds]).collect();
+    let fingerprints = tables.iter().map(|&t| output_fingerprint(&index.kb_part(t), t)).collect::<Result<Vec<_>>>()?;
+    Ok(if fingerprints.iter().all(|fp| fp.as_deref() == Some(expected)) {
+        KbState::UpToDate
+    } else if fingerprints.iter().all(Option::is_none) {
+        KbState::Missing
+    } else {
+        KbState::Stale
+    })
+}
+
+/// What a merge with `model`'s vectors would do with the kb now (nothing is written).
+pub fn survey(index: &Index, model: &str) -> Result<KbState> {
+    match check_complete(index) {
+        Err(Error::Index { problem: IndexProblem::StagesIncomplete { problems }, .. }) => {
+            return Ok(KbState::Incomplete(problems));
+        }
+        other => other?,
+    }
+    let (expected, _) = expected_fingerprint(index, model)?;
+    kb_state(index, model, &expected)
 }
 
 /// Checks that every per-document stage has finished on every bucket: a bucket with documents

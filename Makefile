@@ -146,8 +146,8 @@ embed: build model ## Embed the hyperedges, edges, entities and chunks of INDEX
 cluster: build ## Cluster each document's hyperedges of INDEX (SSC)
 	$(BIN)/flexstruct-cluster $(STAGE_FLAGS)
 
-merge: build ## Merge the per-document tables of INDEX into kb/ (whole index, no SHARD)
-	$(BIN)/flexstruct-merge --index $(INDEX) $(if $(CONFIG),--config $(CONFIG))
+merge: build ## Merge the per-document tables of INDEX into kb/, bucket by bucket (SHARD=K/N: only its buckets; then once without SHARD for the global thresholds)
+	$(BIN)/flexstruct-merge $(STAGE_FLAGS)
 
 index: ## Run every construction stage (ingest … merge) on CORPUS into INDEX
 	$(MAKE) --no-print-directory ingest

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Submits the construction of an index to Slurm: one job array of SHARDS tasks per per-document
 # stage (each task runs its stage with --shard auto, i.e. on the buckets of task K of N), each
-# array starting when the previous one has ended without error, then the merge as one job.
+# array starting when the previous one has ended without error, then the merge as an array (the
+# kb parts of each task's buckets) and a final job (the global parts: thresholds).
 # Prints the job ids, one line per stage. Resubmitting after a failed or cancelled task redoes
 # only the buckets that are not up to date (every stage is idempotent).
 #
@@ -54,6 +55,11 @@ for stage in ingest chunk extract hypergraph graph embed cluster; do
     --output="$logs/$stage-%a.log" --wrap="$(task "$bin/flexstruct-$stage" "${args[@]}")")
   echo "$stage $previous"
 done
-merge=$(sbatch "${common[@]}" --dependency="afterok:$previous" --job-name=fs-merge --output="$logs/merge.log" \
+# The merge: each task builds the kb parts of its buckets, then one job derives the global parts.
+previous=$(sbatch "${common[@]}" --dependency="afterok:$previous" --array="0-$((shards - 1))" --job-name=fs-merge \
+  --output="$logs/merge-%a.log" \
+  --wrap="$(task "$bin/flexstruct-merge" --index "$index" --shard auto --quiet "${config[@]}")")
+echo "merge-shards $previous"
+merge=$(sbatch "${common[@]}" --dependency="afterok:$previous" --job-name=fs-merge-final --output="$logs/merge.log" \
   --wrap="$(task "$bin/flexstruct-merge" --index "$index" --quiet "${config[@]}")")
 echo "merge $merge"

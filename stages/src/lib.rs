@@ -243,7 +243,11 @@ pub fn run_stage<D: Serialize>(
     body: impl FnOnce(&RunContext<'_>, &Config) -> flexstruct_pipeline::Result<StageMetrics<D>>,
 ) -> anyhow::Result<Outcome> {
     args.threads.init()?;
-    let selection = if name == merge::STAGE { Selection::Everything } else { Selection::Shard(args.shard) };
+    let selection = match (name == merge::STAGE, args.shard == Shard::ALL) {
+        (true, true) => Selection::Everything,
+        (true, false) => Selection::MergeShard(args.shard),
+        (false, _) => Selection::Shard(args.shard),
+    };
     let local = args.index.open_local(selection, create_index)?;
     let outcome = run_stage_at(name, args, local.path(), create_index, body);
     if let Some(copy) = local.copy() {

@@ -236,9 +236,10 @@ pub enum IndexProblem {
         /// What is missing or left over, per table.
         problems: Vec<String>,
     },
-    /// The kb tables were not all written by one merge (a merge was interrupted).
+    /// The kb parts were not all written by one merge (a merge was interrupted, is running, or
+    /// only some shards of a sharded merge have run since the last whole one).
     #[error(
-        "the knowledge base mixes the output of different merges ({}): a merge was interrupted",
+        "the knowledge base mixes the output of different merges ({}): a merge was interrupted or has not finished",
         .groups.iter().map(|g| format!("[{g}]")).collect::<Vec<_>>().join(" vs ")
     )]
     MixedKb {

@@ -95,6 +95,34 @@ pub fn check_part(path: &Path, table: Table) -> Result<()> {
     open_checked(path, table).map(|_| ())
 }
 
+/// The kb tables partitioned by bucket (every kb table but the global `kb/thresholds`).
+pub const KB_BUCKET_TABLES: [Table; 9] = [
+    Table::KbEntities,
+    Table::KbHyperedges,
+    Table::KbEdges,
+    Table::KbChunks,
+    Table::KbHyperedgeEntities,
+    Table::KbClusters,
+    Table::KbClusterMembers,
+    Table::KbAliases,
+    Table::KbDocStats,
+];
+
+/// The fingerprint of a kb as its parts are now: of every part of `tables` (kb tables built per
+/// bucket), by file name and stored fingerprint. The merge stores it in the global parts it
+/// writes last (`kb/thresholds`); a reader that computes another one is looking at a kb that a
+/// merge has not finished.
+pub fn kb_parts_fingerprint(index: &Index, tables: &[Table]) -> Result<String> {
+    let mut parts = Vec::new();
+    for &table in tables {
+        for part in index.parts(table)? {
+            let name = part.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            parts.push(format!("{table}/{name}:{}", part_fingerprint(&part, table)?.unwrap_or_default()));
+        }
+    }
+    Ok(crate::core::ids::fingerprint(&parts.iter().map(String::as_str).collect::<Vec<_>>()))
+}
+
 /// Row count of a part file from its footer (0 if the file does not exist).
 pub fn part_row_count(path: &Path) -> Result<u64> {
     if !path.exists() {

@@ -125,6 +125,9 @@ pub enum Selection<'a> {
     Shard(Shard),
     /// `index.json` and these tables, whole.
     Tables(&'a [Table]),
+    /// What a merge run by `shard` reads and writes: [`Selection::Shard`] and the shard's
+    /// buckets of the kb tables.
+    MergeShard(Shard),
 }
 
 impl Selection<'_> {
@@ -137,6 +140,10 @@ impl Selection<'_> {
                 Index::bucket_of_path(Path::new(relative)).is_some_and(|b| shard.owns_bucket(b))
             }
             (Selection::Shard(_), Some(table)) => !table.is_kb(),
+            (Selection::MergeShard(shard), Some(table)) if table.is_kb() && table != Table::KbThresholds => {
+                Index::bucket_of_path(Path::new(relative)).is_some_and(|b| shard.owns_bucket(b))
+            }
+            (Selection::MergeShard(shard), _) => Selection::Shard(*shard).wants(relative),
             (Selection::Tables(_), None) => relative == SETTINGS_FILE,
             (Selection::Tables(tables), Some(table)) => tables.contains(&table),
         }

@@ -87,18 +87,19 @@ impl IndexSql {
     /// [`IndexSql::open`] with people's queries bounded by `limits`: a statement that needs more
     /// memory or time fails with an error saying which limit it hit.
     pub async fn open_limited(index: &Index, limits: Option<SqlLimits>) -> Result<IndexSql> {
-        IndexSql::session(index, &Table::ALL, limits).await
+        IndexSql::session(index, &Table::ALL, limits, true).await
     }
 
-    /// Registers only `tables` of `index` (checked the same way): what the merge reads, so that
-    /// kb tables of an older layout, which it is about to rewrite, are not read.
+    /// Registers only `tables` of `index` (checked the same way), without the kb lock: what the
+    /// merge reads, which holds that lock exclusively itself.
     pub async fn open_tables(index: &Index, tables: &[Table]) -> Result<IndexSql> {
-        IndexSql::session(index, tables, None).await
+        IndexSql::session(index, tables, None, false).await
     }
 
-    async fn session(index: &Index, tables: &[Table], limits: Option<SqlLimits>) -> Result<IndexSql> {
+    async fn session(index: &Index, tables: &[Table], limits: Option<SqlLimits>, lock_kb: bool) -> Result<IndexSql> {
         let ctx = new_context(limits)?;
-        let kb_lock = if tables.iter().any(|t| t.is_kb()) { Some(lock::shared(index, LockName::Kb)?) } else { None };
+        let kb_lock =
+            if lock_kb && tables.iter().any(|t| t.is_kb()) { Some(lock::shared(index, LockName::Kb)?) } else { None };
         for &table in tables {
             let parts = index.parts(table)?;
             for part in &parts {
@@ -113,6 +114,25 @@ impl IndexSql {
             register(&ctx, table, listing)?;
         }
         Ok(IndexSql { ctx, limits, _kb_lock: kb_lock })
+    }
+
+    /// Registers bucket `bucket` of each of `tables` (per-document tables), read into memory:
+    /// what the merge of one bucket reads.
+    pub async fn open_bucket(index: &Index, tables: &[Table], bucket: u32) -> Result<IndexSql> {
+        let ctx = new_context(None)?;
+        for &table in tables {
+            let path = index.bucket_path(table, bucket);
+            // The file's schema, not the first batch's: a part without rows has none, and its
+            // vector column must keep its model's width.
+            let (batches, schema) = if path.is_file() {
+                (super::parquet::read_part(&path, table)?, file_schema(&path)?)
+            } else {
+                (Vec::new(), table.schema())
+            };
+            let rows = MemTable::try_new(schema, vec![batches])?;
+            ctx.register_table(table.sql_name().as_str(), Arc::new(rows))?;
+        }
+        Ok(IndexSql { ctx, limits: None, _kb_lock: None })
     }
 
     /// [`IndexSql::open_limited`] over an index on object storage, read in place: every part's

@@ -16,7 +16,9 @@ use crate::core::units::Unit;
 use crate::core::{Error, IndexProblem, Result};
 use crate::io::Index;
 use crate::io::lock::{self, LockName};
-use crate::io::parquet::{part_fingerprint, read_columns, read_table, string_column, typed};
+use crate::io::parquet::{
+    KB_BUCKET_TABLES, kb_parts_fingerprint, part_fingerprint, read_columns, read_table, string_column, typed,
+};
 
 /// A code-point span of a document (end-exclusive).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -269,22 +271,66 @@ fn read_thresholds(index: &Index, model: &str) -> Result<HashMap<Unit, f32>> {
     Ok(out)
 }
 
-/// Checks that every kb table was written by the same merge (each part stores the merge's
-/// fingerprint): a merge killed midway leaves some tables of the new kb beside others of the old.
-/// `kb/thresholds`, which kbs merged before it existed lack, is checked when it is there.
+/// Checks that the kb is one merge's whole output. Each bucket's kb parts carry the fingerprint
+/// of the inputs they were merged from, so the parts of one bucket must agree across the tables;
+/// and `kb/thresholds`, which a merge writes last, carries the fingerprint of all the kb parts it
+/// was derived from ([`kb_parts_fingerprint`]), so a merge killed midway (or still running, or
+/// shards of which have run since) leaves a kb whose parts no longer add up to it.
 fn check_one_merge(index: &Index) -> Result<()> {
-    let mut by_fingerprint: HashMap<String, Vec<&str>> = HashMap::new();
-    let thresholds = Some(Table::KbThresholds).filter(|t| index.kb_part(*t).is_file());
-    for table in TABLES.into_iter().chain(thresholds) {
-        let fingerprint = part_fingerprint(&index.kb_part(table), table)?.unwrap_or_default();
-        by_fingerprint.entry(fingerprint).or_default().push(table.dir());
+    let mut by_bucket: std::collections::BTreeMap<String, HashMap<String, Vec<&str>>> = Default::default();
+    for table in KB_BUCKET_TABLES {
+        for part in index.parts(table)? {
+            let name = part.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let fingerprint = part_fingerprint(&part, table)?.unwrap_or_default();
+            by_bucket.entry(name).or_default().entry(fingerprint).or_default().push(table.dir());
+        }
     }
-    if by_fingerprint.len() > 1 {
-        let mut groups: Vec<String> = by_fingerprint.into_values().map(|tables| tables.join(", ")).collect();
-        groups.sort();
+    for (part, by_fingerprint) in by_bucket {
+        let tables: usize = by_fingerprint.values().map(Vec::len).sum();
+        if by_fingerprint.len() > 1 || tables < KB_BUCKET_TABLES.len() {
+            let mut groups: Vec<String> =
+                by_fingerprint.into_values().map(|tables| format!("{} ({part})", tables.join(", "))).collect();
+            if tables < KB_BUCKET_TABLES.len() {
+                groups.push(format!("tables without {part}"));
+            }
+            groups.sort();
+            return Err(Error::index(index.root(), IndexProblem::MixedKb { groups }));
+        }
+    }
+    let thresholds = part_fingerprint(&index.kb_part(Table::KbThresholds), Table::KbThresholds)?;
+    if thresholds != Some(kb_parts_fingerprint(index, &KB_BUCKET_TABLES)?) {
+        let groups = vec!["kb/thresholds".to_owned(), "the kb parts it was not derived from".to_owned()];
         return Err(Error::index(index.root(), IndexProblem::MixedKb { groups }));
     }
     Ok(())
+}
+
+/// The kb's rows in the order one merge of the whole index writes them (by document, then
+/// position), whatever buckets they were read from: ties between equally scored rows are broken
+/// by this order, so answers do not depend on the bucket count.
+fn in_merge_order(table: Table, batch: RecordBatch) -> Result<RecordBatch> {
+    let keys: &[&str] = match table {
+        Table::KbEntities => &[col::DOC_ID, col::ENTITY_ID],
+        Table::KbHyperedges => &[col::DOC_ID, col::ITEM_IDX],
+        Table::KbEdges => &[col::DOC_ID, col::EDGE_ID],
+        Table::KbChunks => &[col::DOC_ID, col::CHUNK_IDX],
+        Table::KbHyperedgeEntities => &[col::DOC_ID, col::HYPEREDGE_ID, col::ENTITY_ID],
+        Table::KbClusters => &[col::DOC_ID, col::CLUSTER_ID],
+        Table::KbClusterMembers => &[col::DOC_ID, col::CLUSTER_ID, col::HYPEREDGE_ID],
+        Table::KbAliases => &[col::ALIAS, col::DOC_ID, col::ENTITY_ID, col::ORIGIN],
+        _ => return Ok(batch),
+    };
+    let columns = keys
+        .iter()
+        .map(|k| {
+            let column = batch
+                .column_by_name(k)
+                .ok_or_else(|| Error::Internal(format!("kb table {table} has no column {k}")))?;
+            Ok(arrow::compute::SortColumn { values: column.clone(), options: None })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let order = arrow::compute::lexsort_to_indices(&columns, None)?;
+    Ok(arrow::compute::take_record_batch(&batch, &order)?)
 }
 
 fn one_batch(table: Table, batches: Vec<RecordBatch>) -> Result<RecordBatch> {
@@ -331,8 +377,13 @@ impl Kb {
     pub fn load(index: &Index, model: &str) -> Result<Kb> {
         // Shared with other readers; a merge writing the kb holds it exclusively.
         let _lock = lock::shared(index, LockName::Kb)?;
-        let missing: Vec<Table> = TABLES.iter().copied().filter(|t| !index.kb_part(*t).is_file()).collect();
-        if missing.len() == TABLES.len() {
+        let mut missing = Vec::new();
+        for table in TABLES.into_iter().chain([Table::KbThresholds]) {
+            if index.parts(table)?.is_empty() {
+                missing.push(table);
+            }
+        }
+        if missing.len() == TABLES.len() + 1 {
             return Err(Error::index(index.root(), IndexProblem::NoKb));
         }
         if !missing.is_empty() {
@@ -341,8 +392,10 @@ impl Kb {
         }
         check_one_merge(index)?;
         let derived_thresholds = read_thresholds(index, model)?;
-        let batches: Vec<RecordBatch> =
-            TABLES.par_iter().map(|t| read_table(index, *t).and_then(|b| one_batch(*t, b))).collect::<Result<_>>()?;
+        let batches: Vec<RecordBatch> = TABLES
+            .par_iter()
+            .map(|t| read_table(index, *t).and_then(|b| one_batch(*t, b)).and_then(|b| in_merge_order(*t, b)))
+            .collect::<Result<_>>()?;
         let [entities, hyperedges, edges, chunks, clusters, members, incidence, aliases] = &batches[..] else {
             return Err(Error::Internal("kb tables were not all read".into()));
         };

@@ -40,7 +40,7 @@ fn outputs_of_an_older_layout_are_rewritten_by_their_stage() {
     config.embed.model = "hashing-16".into();
     config.cluster.min_cluster_size = 2;
     config.cluster.min_samples = 1;
-    let kb = index.table_dir(Table::KbEntities).join("part-0000.parquet");
+    let kb = index.parts(Table::KbEntities).unwrap()[0].clone();
     let entities = index.parts(Table::Entities).unwrap();
     age(&kb, Table::KbEntities);
     for part in &entities {

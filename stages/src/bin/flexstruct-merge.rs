@@ -9,7 +9,7 @@ use flexstruct_stages::table_stage_main;
 fn main() -> ExitCode {
     table_stage_main(
         merge::STAGE,
-        "Merges the per-document tables into the global kb/ collections with DataFusion SQL, joining embeddings, building the alias table and statistics.",
+        "Merges the per-document tables into the kb/ collections with DataFusion SQL, bucket by bucket, joining embeddings, building the alias table and statistics. With --shard K/N only the kb parts of its buckets; a merge of the whole index (no --shard) also derives the global thresholds, last.",
         compose::merge,
     )
 }

@@ -84,18 +84,23 @@ fn an_index_path_with_glob_characters_is_taken_literally() {
 }
 
 /// The sample corpus and a copy of it without one document, both built (hashing vectors).
+/// The sample's index, and the index of the sample with its first document edited (same
+/// document, so the same bucket, other rows).
 fn two_kbs(dir: &Path) -> (PathBuf, PathBuf) {
     let full = dir.join("full");
     build(&full, &sample_corpus(), false);
-    let smaller = dir.join("corpus");
-    std::fs::create_dir_all(&smaller).unwrap();
+    let edited = dir.join("corpus");
+    std::fs::create_dir_all(&edited).unwrap();
     let mut files: Vec<_> = std::fs::read_dir(sample_corpus()).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
-    for f in &files[1..] {
-        std::fs::copy(f, smaller.join(f.file_name().unwrap())).unwrap();
+    for f in &files {
+        std::fs::copy(f, edited.join(f.file_name().unwrap())).unwrap();
     }
+    let first = edited.join(files[0].file_name().unwrap());
+    let text = std::fs::read_to_string(&first).unwrap();
+    std::fs::write(&first, text + "\n\nThe archive was moved to Harlow in 2020 by Ines Varga.\n").unwrap();
     let other = dir.join("other");
-    build(&other, &smaller, false);
+    build(&other, &edited, false);
     (full, other)
 }
 
@@ -103,9 +108,17 @@ fn two_kbs(dir: &Path) -> (PathBuf, PathBuf) {
 fn a_kb_written_by_an_interrupted_merge_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let (full, other) = two_kbs(tmp.path());
-    // What a merge killed after writing two of its tables leaves: the rest is of the last merge.
+    // What a merge killed after writing two tables of the edited document's bucket leaves: the
+    // rest is of the last merge.
+    let full_parts = data_files(&full);
+    let changed: Vec<String> = data_files(&other)
+        .into_iter()
+        .filter(|(k, v)| k.starts_with("kb/entities/") && full_parts.get(k) != Some(v))
+        .map(|(k, _)| k.rsplit('/').next().unwrap().to_owned())
+        .collect();
+    assert_eq!(changed.len(), 1, "{changed:?}");
     for table in ["kb/entities", "kb/hyperedges"] {
-        std::fs::copy(other.join(table).join("part-0000.parquet"), full.join(table).join("part-0000.parquet")).unwrap();
+        std::fs::copy(other.join(table).join(&changed[0]), full.join(table).join(&changed[0])).unwrap();
     }
     let q = run_env(
         "query",
@@ -114,7 +127,7 @@ fn a_kb_written_by_an_interrupted_merge_is_refused() {
     );
     assert_eq!(q.code, 2, "{}", q.stderr);
     assert!(q.stderr.contains("mixes the output of different merges"), "{}", q.stderr);
-    assert!(q.stderr.contains("[kb/entities, kb/hyperedges]"), "{}", q.stderr);
+    assert!(q.stderr.contains(&format!("[kb/entities, kb/hyperedges ({})]", changed[0])), "{}", q.stderr);
     assert!(q.stderr.contains("re-run `make merge`"), "{}", q.stderr);
     // Merging again repairs it.
     let m = run_env("merge", &["--index", full.to_str().unwrap()], &ENV);

@@ -2,9 +2,13 @@
 //! of `kb/` (paper §3.2), joins in the vectors of the configured embedding model, builds the
 //! alias table and per-document statistics.
 //!
-//! Merge reads only per-document tables and rewrites `kb/` whole, so adding or removing a
-//! document (rebuilding its rows) and merging again gives exactly the kb a full rebuild gives.
-//! It is skipped when no input part changed since the last merge.
+//! `kb/` is partitioned by the same buckets as the per-document tables: bucket b of every kb table
+//! is built from bucket b of the per-document tables alone, so adding or removing a document
+//! rewrites only its bucket's kb parts (and the global thresholds), a bucket whose inputs did not
+//! change is skipped, and `--shard K/N` builds the kb parts of its buckets as an independent job.
+//! The run over the whole index (also the final step after sharded runs) derives the global
+//! thresholds from every bucket's vectors and writes them last, with the fingerprint of all kb
+//! parts, so that a reader can tell a whole kb from one a merge is still writing.
 
 pub mod sql;
 
@@ -27,14 +31,15 @@ use crate::core::{Error, IndexProblem, Result, threads};
 use crate::io::files::remove_file;
 use crate::io::lock::{self, LockName};
 use crate::io::parquet::{
-    output_fingerprint, part_fingerprint, part_row_count, row_count, string_column, typed, vector_at, write_part,
+    KB_BUCKET_TABLES, kb_parts_fingerprint, output_fingerprint, part_fingerprint, part_row_count, row_count,
+    string_column, typed, vector_at, write_part,
 };
 use crate::io::sql::IndexSql;
 use crate::io::{Index, Shard, StageMetrics};
 
 /// Stage name.
 pub const STAGE: &str = Stage::Merge.name();
-const VERSION: &str = "3";
+const VERSION: &str = "4";
 
 /// The merge stage's own figures of a run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -57,65 +62,126 @@ fn inputs() -> impl Iterator<Item = Table> {
     Table::ALL.into_iter().filter(|t| t.is_per_document())
 }
 
-/// Runs the merge stage (the whole index; merge does not shard), joining the vectors of
-/// embedding model `model`.
+/// Runs the merge stage over the context's shard, joining the vectors of embedding model
+/// `model`. Every bucket's kb parts are built from that bucket's per-document parts alone (a
+/// bucket whose kb parts carry the fingerprint of its current inputs is skipped); the whole
+/// index's run (`Shard::ALL`, also the final step after sharded runs) then derives what is
+/// global — the thresholds, from every bucket's vectors — and writes it last.
 pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
     let started = std::time::Instant::now();
-    if ctx.shard != Shard::ALL {
-        return Err(Error::config(
-            "--shard",
-            format!(
-                "{}: merge reads every document and runs once for the whole index, after all shards of the other stages",
-                ctx.shard
-            ),
-        ));
-    }
     let index = &ctx.index;
-    check_complete(index)?;
-    // Readers of the kb (queries, SQL) wait until every table is written, and this waits for them.
-    let _lock = lock::exclusive(index, LockName::Kb)?;
-    let (expected, rows_in) = expected_fingerprint(index, model)?;
+    index.check_shard(ctx.shard)?;
+    check_complete(index, ctx.shard)?;
+    let whole = ctx.shard == Shard::ALL;
+    // Readers of the kb (queries, SQL) wait until every table is written, and this waits for
+    // them. Shards of a sharded merge do not lock one another out: they write disjoint buckets,
+    // and a reader between them is refused by the kb's fingerprints.
+    let _lock = if whole { Some(lock::exclusive(index, LockName::Kb)?) } else { None };
     let queries = kb_queries(model);
     let mut metrics = MergeMetrics {
         stage: STAGE.to_owned(),
         shard: ctx.shard.to_string(),
         inputs: inputs().map(|t| t.dir().to_owned()).collect(),
-        rows_in,
         details: MergeDetails { model: model.to_owned(), ..MergeDetails::default() },
         ..MergeMetrics::default()
     };
-    ctx.progress.start(queries.len() as u64);
-    if kb_state(index, model, &expected)? == KbState::UpToDate {
-        metrics.units_skipped = queries.len() as u64;
-        ctx.progress.advance(queries.len() as u64);
-        for (t, _) in &queries {
-            metrics.rows_out += part_row_count(&index.kb_part(*t))?;
-        }
-        metrics.seconds = started.elapsed().as_secs_f64();
-        return Ok(metrics);
+    let buckets: Vec<u32> = index.shard_buckets(ctx.shard).collect();
+    ctx.progress.start(buckets.len() as u64 + u64::from(whole));
+    let runtime = threads::runtime()?;
+    for &bucket in &buckets {
+        merge_bucket(index, model, bucket, &queries, &runtime, &mut metrics)?;
+        ctx.progress.advance(1);
     }
+    if whole {
+        merge_global(index, model, &runtime, &mut metrics)?;
+        ctx.progress.advance(1);
+    }
+    metrics.seconds = started.elapsed().as_secs_f64();
+    Ok(metrics)
+}
 
-    threads::runtime()?.block_on(async {
+/// Builds (or skips, or removes) the kb parts of one bucket.
+fn merge_bucket(
+    index: &Index,
+    model: &str,
+    bucket: u32,
+    queries: &[(Table, String)],
+    runtime: &tokio::runtime::Runtime,
+    metrics: &mut MergeMetrics,
+) -> Result<()> {
+    if !index.bucket_path(Table::Documents, bucket).is_file() {
+        let mut removed = false;
+        for (table, _) in queries {
+            let path = index.bucket_path(*table, bucket);
+            removed |= path.exists();
+            remove_file(&path)?;
+        }
+        metrics.units_removed += u64::from(removed);
+        return Ok(());
+    }
+    let (expected, rows_in) = bucket_fingerprint(index, model, bucket)?;
+    metrics.rows_in += rows_in;
+    if bucket_state(index, bucket, &expected)? == KbState::UpToDate {
+        metrics.units_skipped += 1;
+        for (t, _) in queries {
+            metrics.rows_out += part_row_count(&index.bucket_path(*t, bucket))?;
+        }
+        return Ok(());
+    }
+    runtime.block_on(async {
         let tables: Vec<Table> = inputs().collect();
-        let sql = IndexSql::open_tables(index, &tables).await?;
+        let sql = IndexSql::open_bucket(index, &tables, bucket).await?;
         register_functions(&sql);
         check_vectors(&sql, index, model).await?;
-        let mut thresholds = Vec::new();
-        for (table, query) in &queries {
-            let batches = sql.context().sql(query).await?.collect().await?;
+        for (table, query) in queries {
+            let frame = sql.context().sql(query).await?;
+            // No rows still has the query's columns: a vector column keeps its model's width.
+            let schema = Arc::new(frame.schema().as_arrow().clone());
+            let mut batches = frame.collect().await?;
+            if batches.is_empty() {
+                batches.push(RecordBatch::new_empty(schema));
+            }
             let batches = conform(*table, batches)?;
-            if let Some(unit) = threshold_unit(*table) {
+            metrics.rows_out += row_count(&batches) as u64;
+            write_part(&index.bucket_path(*table, bucket), *table, &expected, &batches)?;
+        }
+        Ok::<(), Error>(())
+    })?;
+    metrics.units_done += 1;
+    Ok(())
+}
+
+/// Derives the global parts from every bucket's kb parts: the thresholds (written last, with
+/// the fingerprint of all kb parts, which a reader checks) and the run's statistics.
+fn merge_global(
+    index: &Index,
+    model: &str,
+    runtime: &tokio::runtime::Runtime,
+    metrics: &mut MergeMetrics,
+) -> Result<()> {
+    let expected = kb_parts_fingerprint(index, &KB_BUCKET_TABLES)?;
+    let path = index.kb_part(Table::KbThresholds);
+    if output_fingerprint(&path, Table::KbThresholds)?.as_deref() == Some(expected.as_str()) {
+        metrics.units_skipped += 1;
+        return Ok(());
+    }
+    runtime.block_on(async {
+        let mut tables = KB_BUCKET_TABLES.to_vec();
+        tables.push(Table::Entities);
+        let sql = IndexSql::open_tables(index, &tables).await?;
+        // The vectors in the kb's own order (as one merge of the whole index wrote them), so that
+        // the sample of pairs, and so the thresholds, do not depend on how the kb is partitioned.
+        let mut thresholds = Vec::new();
+        for (table, order) in [
+            (Table::KbHyperedges, format!("{}, {}", col::DOC_ID, col::ITEM_IDX)),
+            (Table::KbEdges, format!("{}, {}", col::DOC_ID, col::EDGE_ID)),
+            (Table::KbChunks, format!("{}, {}", col::DOC_ID, col::CHUNK_IDX)),
+        ] {
+            let query = format!("SELECT {} FROM {} ORDER BY {order}", col::EMBEDDING, table.sql_name());
+            let batches = sql.context().sql(&query).await?.collect().await?;
+            if let Some(unit) = threshold_unit(table) {
                 thresholds.extend(derived_threshold(unit, &batches)?);
             }
-            metrics.rows_out += row_count(&batches) as u64;
-            let path = index.kb_part(*table);
-            if batches.is_empty() {
-                write_part(&path, *table, &expected, &[RecordBatch::new_empty(table.schema())])?;
-            } else {
-                write_part(&path, *table, &expected, &batches)?;
-            }
-            metrics.units_done += 1;
-            ctx.progress.advance(1);
         }
         // A chunk holds several sentences, so a question is no closer to a chunk than to its best
         // fact: the chunks' threshold is never above the hyperedges' (chunks of one author or
@@ -125,10 +191,8 @@ pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
         for t in thresholds.iter_mut().filter(|t| t.0 == Unit::Chunk) {
             t.1 = hyperedge_tau.map_or(t.1, |h| t.1.min(h));
         }
-        let batch = thresholds_batch(model, &thresholds)?;
-        write_part(&index.kb_part(Table::KbThresholds), Table::KbThresholds, &expected, &[batch])?;
         metrics.details.thresholds = thresholds.iter().map(|t| (t.0.name().to_owned(), t.1)).collect();
-        // Global counts and the hyperdegree distribution, for the run record.
+        // The hyperdegree distribution, for the run record.
         let stats = sql
             .context()
             .sql(&format!(
@@ -146,32 +210,21 @@ pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
                 metrics.details.hyperdegree_histogram.insert(bins.value(i).to_owned(), counts.value(i));
             }
         }
-        Ok::<(), Error>(())
+        write_part(&path, Table::KbThresholds, &expected, &[thresholds_batch(model, &thresholds)?])
     })?;
-    // Parts of earlier layouts (none yet) would be removed here; kb tables have one part each.
-    for table in queries.iter().map(|(t, _)| *t).chain([Table::KbThresholds]) {
-        for part in index.parts(table)? {
-            if part != index.kb_part(table) {
-                remove_file(&part)?;
-            }
-        }
-    }
-    metrics.seconds = started.elapsed().as_secs_f64();
-    Ok(metrics)
+    metrics.units_done += 1;
+    Ok(())
 }
 
-/// The fingerprint of a kb merged from the index's current per-document parts with `model`'s
-/// vectors, and the rows of those parts.
-fn expected_fingerprint(index: &Index, model: &str) -> Result<(String, u64)> {
+/// The fingerprint of one bucket's kb parts merged from its current per-document parts with
+/// `model`'s vectors, and the rows of those parts.
+fn bucket_fingerprint(index: &Index, model: &str, bucket: u32) -> Result<(String, u64)> {
     let mut parts = vec![STAGE.to_owned(), VERSION.to_owned(), model.to_owned()];
     let mut rows_in = 0u64;
     for table in inputs() {
-        for part in index.parts(table)? {
-            // Paths relative to the index, so that a moved or copied index stays up to date.
-            let name = part.strip_prefix(index.root()).unwrap_or(&part);
-            parts.push(format!("{}:{}", name.display(), part_fingerprint(&part, table)?.unwrap_or_default()));
-            rows_in += part_row_count(&part)?;
-        }
+        let part = index.bucket_path(table, bucket);
+        parts.push(format!("{table}:{}", part_fingerprint(&part, table)?.unwrap_or_default()));
+        rows_in += part_row_count(&part)?;
     }
     Ok((fingerprint(&parts.iter().map(String::as_str).collect::<Vec<_>>()), rows_in))
 }
@@ -182,7 +235,8 @@ fn expected_fingerprint(index: &Index, model: &str) -> Result<(String, u64)> {
 pub enum KbState {
     /// Merged from exactly the current per-document tables: a merge would do nothing.
     UpToDate,
-    /// Merged from other tables (documents or stages changed since): a merge would rebuild it.
+    /// Merged from other tables (documents or stages changed since): a merge would rebuild it
+    /// (the buckets that changed, and the global parts).
     Stale,
     /// Not merged yet.
     Missing,
@@ -190,9 +244,11 @@ pub enum KbState {
     Incomplete(Vec<String>),
 }
 
-fn kb_state(index: &Index, model: &str, expected: &str) -> Result<KbState> {
-    let tables: Vec<Table> = kb_queries(model).iter().map(|(t, _)| *t).chain([Table::KbThresholds]).collect();
-    let fingerprints = tables.iter().map(|&t| output_fingerprint(&index.kb_part(t), t)).collect::<Result<Vec<_>>>()?;
+fn bucket_state(index: &Index, bucket: u32, expected: &str) -> Result<KbState> {
+    let fingerprints = KB_BUCKET_TABLES
+        .into_iter()
+        .map(|t| output_fingerprint(&index.bucket_path(t, bucket), t))
+        .collect::<Result<Vec<_>>>()?;
     Ok(if fingerprints.iter().all(|fp| fp.as_deref() == Some(expected)) {
         KbState::UpToDate
     } else if fingerprints.iter().all(Option::is_none) {
@@ -202,16 +258,30 @@ fn kb_state(index: &Index, model: &str, expected: &str) -> Result<KbState> {
     })
 }
 
-/// What a merge with `model`'s vectors would do with the kb now (nothing is written).
+/// What a merge of the whole index with `model`'s vectors would do with the kb now (nothing is
+/// written).
 pub fn survey(index: &Index, model: &str) -> Result<KbState> {
-    match check_complete(index) {
+    match check_complete(index, Shard::ALL) {
         Err(Error::Index { problem: IndexProblem::StagesIncomplete { problems }, .. }) => {
             return Ok(KbState::Incomplete(problems));
         }
         other => other?,
     }
-    let (expected, _) = expected_fingerprint(index, model)?;
-    kb_state(index, model, &expected)
+    let mut states = Vec::new();
+    for bucket in (0..index.settings().buckets).filter(|&b| index.bucket_path(Table::Documents, b).is_file()) {
+        let (expected, _) = bucket_fingerprint(index, model, bucket)?;
+        states.push(bucket_state(index, bucket, &expected)?);
+    }
+    let thresholds = output_fingerprint(&index.kb_part(Table::KbThresholds), Table::KbThresholds)?;
+    Ok(if states.iter().all(|s| *s == KbState::Missing) && thresholds.is_none() {
+        KbState::Missing
+    } else if states.iter().all(|s| *s == KbState::UpToDate)
+        && thresholds == Some(kb_parts_fingerprint(index, &KB_BUCKET_TABLES)?)
+    {
+        KbState::UpToDate
+    } else {
+        KbState::Stale
+    })
 }
 
 /// Checks that every per-document stage has finished on every bucket: a bucket with documents
@@ -219,16 +289,16 @@ pub fn survey(index: &Index, model: &str) -> Result<KbState> {
 /// remove a bucket's rows when its documents are pruned). A merge of an index with a stage killed
 /// midway, or not rerun after documents were added or removed, would build a kb that silently
 /// lacks or keeps documents.
-fn check_complete(index: &Index) -> Result<()> {
-    let with_documents: Vec<bool> =
-        (0..index.settings().buckets).map(|b| index.bucket_path(Table::Documents, b).is_file()).collect();
+fn check_complete(index: &Index, shard: Shard) -> Result<()> {
+    let with_documents: Vec<(u32, bool)> =
+        index.shard_buckets(shard).map(|b| (b, index.bucket_path(Table::Documents, b).is_file())).collect();
     let mut problems = Vec::new();
     for table in inputs().filter(|&t| t != Table::Documents) {
         let (mut missing, mut stale) = (Vec::new(), Vec::new());
-        for (bucket, &has_documents) in with_documents.iter().enumerate() {
-            match (has_documents, index.bucket_path(table, bucket as u32).is_file()) {
-                (true, false) => missing.push(bucket as u32),
-                (false, true) => stale.push(bucket as u32),
+        for &(bucket, has_documents) in &with_documents {
+            match (has_documents, index.bucket_path(table, bucket).is_file()) {
+                (true, false) => missing.push(bucket),
+                (false, true) => stale.push(bucket),
                 _ => {}
             }
         }

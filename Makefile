@@ -37,7 +37,7 @@ EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONF
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help build model demo lint test fuzz bench llm-index slurm-index slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge index query eval ablate sweep qa-index status sql clean
+.PHONY: help build model demo lint test fuzz bench bench-scale llm-index slurm-index slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge index query eval ablate sweep qa-index status sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -124,6 +124,11 @@ bench: build model ## Time every stage and a question batch per mode on QA=<set>
 	$(CARGO) build --examples -p flexstruct-pipeline
 	scripts/bench.sh $(QA)/corpus.jsonl
 	$(BIN)/examples/llm_throughput 20000 32
+
+FACTORS      ?= 1 4 16
+SHARD_COUNTS ?= 1 2 4
+bench-scale: build ## Build QA's corpus × FACTORS (renamed copies, in a temporary folder) with SHARD_COUNTS concurrent shards per stage: wall time and peak RSS per stage, files and bytes per table (EMBED_MODEL=hashing-64 unless set)
+	scripts/bench-scale.sh $(QA)/corpus.jsonl "$(FACTORS)" "$(SHARD_COUNTS)" $(BIN)
 
 ingest: build ## Read CORPUS=<file or folder> into INDEX=<folder>
 	$(BIN)/flexstruct-ingest $(STAGE_FLAGS) --corpus $(CORPUS)

@@ -113,14 +113,25 @@ pub const KB_BUCKET_TABLES: [Table; 9] = [
 /// writes last (`kb/thresholds`); a reader that computes another one is looking at a kb that a
 /// merge has not finished.
 pub fn kb_parts_fingerprint(index: &Index, tables: &[Table]) -> Result<String> {
+    Ok(fingerprint_of_parts(&kb_part_fingerprints(index, tables)?))
+}
+
+/// Every part of `tables`: its table, file name and stored fingerprint (empty when none).
+pub fn kb_part_fingerprints(index: &Index, tables: &[Table]) -> Result<Vec<(Table, String, String)>> {
     let mut parts = Vec::new();
     for &table in tables {
         for part in index.parts(table)? {
             let name = part.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            parts.push(format!("{table}/{name}:{}", part_fingerprint(&part, table)?.unwrap_or_default()));
+            parts.push((table, name, part_fingerprint(&part, table)?.unwrap_or_default()));
         }
     }
-    Ok(crate::core::ids::fingerprint(&parts.iter().map(String::as_str).collect::<Vec<_>>()))
+    Ok(parts)
+}
+
+/// [`kb_parts_fingerprint`] of parts already listed by [`kb_part_fingerprints`].
+pub fn fingerprint_of_parts(parts: &[(Table, String, String)]) -> String {
+    let parts: Vec<String> = parts.iter().map(|(table, name, fp)| format!("{table}/{name}:{fp}")).collect();
+    crate::core::ids::fingerprint(&parts.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 /// Row count of a part file from its footer (0 if the file does not exist).

@@ -515,7 +515,9 @@ mod tests {
     #[test]
     fn locations_parse() {
         assert_eq!("idx".parse::<IndexLocation>(), Ok(IndexLocation::Local("idx".into())));
-        assert_eq!("file:///tmp/idx".parse::<IndexLocation>(), Ok(IndexLocation::Local("/tmp/idx".into())));
+        let dir = std::env::temp_dir().join("idx");
+        let file_url = url::Url::from_file_path(&dir).unwrap();
+        assert_eq!(file_url.as_str().parse::<IndexLocation>(), Ok(IndexLocation::Local(dir)));
         assert!(matches!("s3://b/p".parse::<IndexLocation>(), Ok(IndexLocation::Remote(_))));
         assert!("s3:///p".parse::<IndexLocation>().unwrap_err().contains("s3://bucket/prefix"));
         assert!("gs://b/p".parse::<IndexLocation>().unwrap_err().contains("not supported"));

@@ -17,7 +17,8 @@ use crate::core::{Error, IndexProblem, Result};
 use crate::io::Index;
 use crate::io::lock::{self, LockName};
 use crate::io::parquet::{
-    KB_BUCKET_TABLES, kb_parts_fingerprint, part_fingerprint, read_columns, read_table, string_column, typed,
+    KB_BUCKET_TABLES, fingerprint_of_parts, kb_part_fingerprints, part_fingerprint, read_columns, read_table,
+    string_column, typed,
 };
 
 /// A code-point span of a document (end-exclusive).
@@ -277,13 +278,10 @@ fn read_thresholds(index: &Index, model: &str) -> Result<HashMap<Unit, f32>> {
 /// was derived from ([`kb_parts_fingerprint`]), so a merge killed midway (or still running, or
 /// shards of which have run since) leaves a kb whose parts no longer add up to it.
 fn check_one_merge(index: &Index) -> Result<()> {
-    let mut by_bucket: std::collections::BTreeMap<String, HashMap<String, Vec<&str>>> = Default::default();
-    for table in KB_BUCKET_TABLES {
-        for part in index.parts(table)? {
-            let name = part.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            let fingerprint = part_fingerprint(&part, table)?.unwrap_or_default();
-            by_bucket.entry(name).or_default().entry(fingerprint).or_default().push(table.dir());
-        }
+    let parts = kb_part_fingerprints(index, &KB_BUCKET_TABLES)?;
+    let mut by_bucket: std::collections::BTreeMap<&str, HashMap<&str, Vec<&str>>> = Default::default();
+    for (table, name, fingerprint) in &parts {
+        by_bucket.entry(name).or_default().entry(fingerprint).or_default().push(table.dir());
     }
     for (part, by_fingerprint) in by_bucket {
         let tables: usize = by_fingerprint.values().map(Vec::len).sum();
@@ -298,7 +296,7 @@ fn check_one_merge(index: &Index) -> Result<()> {
         }
     }
     let thresholds = part_fingerprint(&index.kb_part(Table::KbThresholds), Table::KbThresholds)?;
-    if thresholds != Some(kb_parts_fingerprint(index, &KB_BUCKET_TABLES)?) {
+    if thresholds != Some(fingerprint_of_parts(&parts)) {
         let groups = vec!["kb/thresholds".to_owned(), "the kb parts it was not derived from".to_owned()];
         return Err(Error::index(index.root(), IndexProblem::MixedKb { groups }));
     }

@@ -4,7 +4,9 @@
 # stage (each stage's shards started together, as a cluster's array tasks would), the merge too
 # and then its global step; per stage the wall time and the largest peak RSS of its shards; then
 # the files and bytes per table. Embedding uses EMBED_MODEL (hashing-64 by default: the
-# construction stages' own cost; all-MiniLM-L6-v2 for the embedding's).
+# construction stages' own cost; all-MiniLM-L6-v2 for the embedding's). With TASK=k only task k
+# of each per-document stage runs (one cluster node's share: --shard k/SHARDS) and the merge is
+# left out, so a MiniLM measurement at a large factor costs one shard's time, not the corpus's.
 # Usage: scripts/bench-scale.sh CORPUS "FACTORS" "SHARDS" [BIN_DIR]   e.g. … "1 4" "1 2 4"
 set -euo pipefail
 corpus=${1:?usage: $0 CORPUS FACTORS SHARDS [BIN_DIR]}
@@ -24,10 +26,18 @@ for factor in $factors; do
   for n in $shard_counts; do
     index="$work/index-$factor-$n"
     total=0
-    for stage in ingest chunk extract hypergraph graph embed cluster merge final; do
+    stages="ingest chunk extract hypergraph graph embed cluster merge final"
+    tasks=$(seq 0 $((n - 1)))
+    label=$n
+    if [ -n "${TASK:-}" ]; then
+      stages=${stages% merge final}
+      tasks=$TASK
+      label="task $TASK of $n"
+    fi
+    for stage in $stages; do
       start=$(date +%s.%N)
       pids=()
-      for k in $(seq 0 $((n - 1))); do
+      for k in $tasks; do
         args=(--index "$index" --shard "$k/$n" --quiet)
         binary=$stage
         [ "$stage" = ingest ] && args+=(--corpus "$work/corpus.jsonl")
@@ -45,10 +55,14 @@ for factor in $factors; do
       total=$(echo "$total + $wall" | bc)
       rss=$(cat "$work"/rss-* | sort -n | tail -1)
       rm -f "$work"/rss-*
-      printf '| %s | %s | %s | %s | %s | %.1f | %d |\n' "$factor" "$docs" "$mb" "$n" "$stage" "$wall" $((rss / 1024))
+      printf '| %s | %s | %s | %s | %s | %.1f | %d |\n' "$factor" "$docs" "$mb" "$label" "$stage" "$wall" $((rss / 1024))
     done
-    printf '| %s | %s | %s | %s | **all** | %.1f | |\n' "$factor" "$docs" "$mb" "$n" "$total"
-    if [ "$n" = "$(echo "$shard_counts" | awk '{ print $NF }')" ]; then
+    printf '| %s | %s | %s | %s | **all** | %.1f | |\n' "$factor" "$docs" "$mb" "$label" "$total"
+    if [ -n "${TASK:-}" ]; then
+      "$bin/flexstruct-sql" --index "$index" --format csv \
+        "SELECT unit, count(*) AS embedded FROM embeddings GROUP BY unit ORDER BY unit"
+    fi
+    if [ -z "${TASK:-}" ] && [ "$n" = "$(echo "$shard_counts" | awk '{ print $NF }')" ]; then
       echo ""
       echo "files and bytes per table (factor $factor):"
       for dir in "$index"/*/ "$index"/kb/*/; do

@@ -14,7 +14,7 @@ FORMAT  ?= table
 MODE    ?= hybrid
 QUESTIONS ?=
 OUT     ?=
-MODES   ?= hybrid,hypergraph,graph,chunks,chunks-maxsim,sentence-window,hypergraphrag,none
+MODES   ?= hybrid,hypergraph,graph,chunks,chunks-maxsim,sentence-window,hypergraphrag,paths,none
 PARAM   ?= n_eh
 VALUES  ?=
 MAX_CONTEXT_TOKENS ?=
@@ -37,7 +37,7 @@ EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONF
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help build model demo lint test fuzz bench bench-scale llm-index slurm-index slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge index query eval ablate sweep qa-index status sql clean
+.PHONY: help build model demo lint test fuzz bench bench-scale llm-index slurm-index slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths index query eval ablate sweep qa-index status sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -127,7 +127,7 @@ bench: build model ## Time every stage and a question batch per mode on QA=<set>
 
 FACTORS      ?= 1 4 16
 SHARD_COUNTS ?= 1 2 4
-bench-scale: build ## Build QA's corpus × FACTORS (renamed copies, in a temporary folder) with SHARD_COUNTS concurrent shards per stage: wall time and peak RSS per stage, files and bytes per table (EMBED_MODEL=hashing-64 unless set)
+bench-scale: build ## Build QA's corpus × FACTORS (renamed copies, in a temporary folder) with SHARD_COUNTS concurrent shards per stage: wall time and peak RSS per stage, files and bytes per table (EMBED_MODEL=hashing-64 unless set; TASK=k: only task k of each stage, no merge)
 	scripts/bench-scale.sh $(QA)/corpus.jsonl "$(FACTORS)" "$(SHARD_COUNTS)" $(BIN)
 
 ingest: build ## Read CORPUS=<file or folder> into INDEX=<folder>
@@ -154,6 +154,9 @@ cluster: build ## Cluster each document's hyperedges of INDEX (SSC)
 merge: build ## Merge the per-document tables of INDEX into kb/, bucket by bucket (SHARD=K/N: only its buckets; then once without SHARD for the global thresholds)
 	$(BIN)/flexstruct-merge $(STAGE_FLAGS)
 
+paths: build ## Build the path index of MODE=paths (SG-RAG) from the merged kb of INDEX (after merge; does nothing when the kb is unchanged)
+	$(BIN)/flexstruct-paths $(STAGE_FLAGS)
+
 index: ## Run every construction stage (ingest … merge) on CORPUS into INDEX
 	$(MAKE) --no-print-directory ingest
 	$(MAKE) --no-print-directory chunk
@@ -168,15 +171,16 @@ FAULTS ?= 0
 llm-index: build ## Build INDEX from CORPUS through the LLM path against the stand-in LLM server (not a model; FAULTS=<rate> injects faults), rerun once if units failed, print failures, faults and cost
 	scripts/llm-index.sh $(CORPUS) $(INDEX) $(FAULTS)
 
-query: build ## Answer Q="a question" (printed), or QUESTIONS=<jsonl> into OUT=<answers.jsonl>, from INDEX with MODE=hybrid|hypergraph|graph|chunks|chunks-maxsim|sentence-window|none|hypergraphrag
+query: build ## Answer Q="a question" (printed), or QUESTIONS=<jsonl> into OUT=<answers.jsonl>, from INDEX with MODE=hybrid|hypergraph|graph|chunks|chunks-maxsim|sentence-window|none|hypergraphrag|paths (paths: after `make paths`)
 	@if [ -n "$(Q)" ]; then \
 	  $(BIN)/flexstruct-query --index $(INDEX) --mode $(MODE) $(if $(CONFIG),--config $(CONFIG)) "$(Q)"; \
 	elif [ -n "$(QUESTIONS)" ]; then \
 	  $(BIN)/flexstruct-query --index $(INDEX) --mode $(MODE) $(if $(CONFIG),--config $(CONFIG)) --questions $(QUESTIONS) $(if $(OUT),--out $(OUT)); \
 	else echo 'give Q="a question", or QUESTIONS=<file.jsonl> [OUT=<answers.jsonl>]' >&2; exit 2; fi
 
-qa-index: build model ## Build (or bring up to date) the index of QA=<set> in data/indexes/<set>
+qa-index: build model ## Build (or bring up to date) the index of QA=<set> in data/indexes/<set>, with its path index
 	$(MAKE) --no-print-directory index CORPUS=$(QA)/corpus.jsonl INDEX=$(QA_INDEX)
+	$(MAKE) --no-print-directory paths INDEX=$(QA_INDEX)
 
 eval: qa-index ## Score MODES on QA=<set> → OUT/summary.json, results, report.md, charts (EQUAL_BUDGET=1 adds modes filling hybrid's budget)
 	$(BIN)/flexstruct-eval run $(EVAL_FLAGS) --modes $(MODES) $(if $(EQUAL_BUDGET),--equal-budget)

@@ -21,7 +21,7 @@ use crate::stages::extract::{self, Extractor, LlmExtractor, RulesExtractor};
 use crate::stages::graph::{self, LlmRelations, RelationExtractor, RulesRelations};
 use crate::stages::hypergraph::{self, LlmSummarizer, RulesSummarizer, Summarizer};
 use crate::stages::ingest::{self, IngestOptions};
-use crate::stages::{NoProgress, RunContext, Stage, chunk, cluster, embed, merge};
+use crate::stages::{NoProgress, RunContext, Stage, chunk, cluster, embed, merge, paths};
 
 /// The backend of every capability, as the configuration chooses them (`[backends]`), with the
 /// one LLM runner they share (so that they share the endpoint's concurrency and rate limits).
@@ -151,6 +151,13 @@ pub fn merge(ctx: &RunContext<'_>, config: &Config) -> Result<merge::MergeMetric
     merge::run(ctx, &config.embed.model)
 }
 
+/// Builds the path index of `--mode paths` from the merged kb, embedding node labels with the
+/// configured model.
+pub fn paths(ctx: &RunContext<'_>, config: &Config) -> Result<paths::PathsMetrics> {
+    let embedder = embedder_for(&config.embed, ctx.index.root())?;
+    paths::run(ctx, &config.paths, embedder.as_ref())
+}
+
 /// Runs one stage that reads only index tables (every stage but ingest, whose input is a
 /// corpus), with its details as JSON so that runs of different stages can be listed together.
 pub fn run_stage(stage: Stage, ctx: &RunContext<'_>, config: &Config) -> Result<StageMetrics<serde_json::Value>> {
@@ -166,6 +173,7 @@ pub fn run_stage(stage: Stage, ctx: &RunContext<'_>, config: &Config) -> Result<
         Stage::Embed => json(embed(ctx, config)),
         Stage::Cluster => json(cluster(ctx, config)),
         Stage::Merge => json(merge(ctx, config)),
+        Stage::Paths => json(paths(ctx, config)),
     }
 }
 

@@ -40,6 +40,7 @@ pub use crate::stages::extract::ExtractConfig;
 pub use crate::stages::graph::GraphConfig;
 pub use crate::stages::hypergraph::HypergraphConfig;
 pub use crate::stages::ingest::IngestConfig;
+pub use crate::stages::paths::PathsConfig;
 
 /// Prefix of configuration environment variables.
 pub const ENV_PREFIX: &str = "FLEXSTRUCT_";
@@ -64,6 +65,8 @@ pub struct Config {
     pub embed: EmbedConfig,
     /// The cluster stage (SSC).
     pub cluster: ClusterConfig,
+    /// The path index of `--mode paths` (SG-RAG).
+    pub paths: PathsConfig,
     /// The query stage (retrieval, context, generation).
     pub query: QueryConfig,
     /// Which capabilities run on the rules and which on the LLM.
@@ -112,6 +115,7 @@ impl Config {
         self.hypergraph.validate()?;
         self.embed.validate()?;
         self.cluster.validate()?;
+        self.paths.validate()?;
         self.query.validate()?;
         if let Some(llm) = &self.llm {
             llm.validate()?;

@@ -72,6 +72,18 @@ pub mod col {
     pub const CLUSTER_ID: &str = "cluster_id";
     pub const PROBABILITY: &str = "probability";
 
+    /// A node of the path index: one entity name across documents (`kb/path_nodes`).
+    pub const NODE_ID: &str = "node_id";
+    pub const LABEL: &str = "label";
+    pub const DEGREE: &str = "degree";
+    pub const ENTITY_IDS: &str = "entity_ids";
+    /// A node's dominant embedding (its 1-hop star's structure).
+    pub const DOMINANT: &str = "dominant";
+    pub const PATH_ID: &str = "path_id";
+    /// Edges of a path.
+    pub const LENGTH: &str = "length";
+    pub const POSITION: &str = "position";
+
     pub const UNIT: &str = "unit";
     /// A similarity threshold derived from a kb (`kb/thresholds`).
     pub const TAU: &str = "tau";
@@ -151,11 +163,14 @@ pub enum Table {
     KbAliases,
     KbDocStats,
     KbThresholds,
+    KbPathNodes,
+    KbPaths,
+    KbPathMembers,
 }
 
 impl Table {
     /// All tables, in pipeline order.
-    pub const ALL: [Table; 23] = [
+    pub const ALL: [Table; 26] = [
         Table::Documents,
         Table::Chunks,
         Table::Items,
@@ -179,6 +194,9 @@ impl Table {
         Table::KbAliases,
         Table::KbDocStats,
         Table::KbThresholds,
+        Table::KbPathNodes,
+        Table::KbPaths,
+        Table::KbPathMembers,
     ];
 
     /// Folder of the table relative to the index root (`kb/…` for the merged tables).
@@ -207,6 +225,9 @@ impl Table {
             Table::KbAliases => "kb/aliases",
             Table::KbDocStats => "kb/doc_stats",
             Table::KbThresholds => "kb/thresholds",
+            Table::KbPathNodes => "kb/path_nodes",
+            Table::KbPaths => "kb/paths",
+            Table::KbPathMembers => "kb/path_members",
         }
     }
 
@@ -230,6 +251,12 @@ impl Table {
         self.dir().starts_with("kb/")
     }
 
+    /// Whether the table is a kb table about the whole kb, in one part, not per bucket: the
+    /// thresholds the merge derives and the path index derived from the merged kb.
+    pub fn is_whole_kb(self) -> bool {
+        matches!(self, Table::KbThresholds | Table::KbPathNodes | Table::KbPaths | Table::KbPathMembers)
+    }
+
     /// Version of the table's layout, written into every part file and checked on read.
     /// Version 2 of hyperedges, entities, edges and their kb tables added the `backend` column.
     pub fn schema_version(self) -> u32 {
@@ -247,6 +274,17 @@ impl Table {
     /// The table's Arrow schema, built once.
     pub fn schema(self) -> SchemaRef {
         SCHEMAS[&self].clone()
+    }
+
+    /// The table's schema with its vector columns (`embedding`, `dominant`) of the given widths,
+    /// for writing rows whose vectors are not of the template's width.
+    pub fn schema_with_widths(self, widths: &[(&str, usize)]) -> SchemaRef {
+        let schema = self.schema();
+        let fields = schema.fields().iter().map(|f| match widths.iter().find(|(name, _)| name == f.name()) {
+            Some(&(_, width)) => Field::new(f.name(), embedding_type(width as i32), f.is_nullable()),
+            None => f.as_ref().clone(),
+        });
+        Arc::new(Schema::new(fields.collect::<Vec<_>>()))
     }
 }
 
@@ -408,6 +446,18 @@ fn fields(table: Table) -> Vec<Field> {
             Field::new(PERCENTILE, DataType::Float64, false),
             i64_(PAIRS),
         ],
+        Table::KbPathNodes => vec![
+            utf8(NODE_ID),
+            utf8(LABEL),
+            utf8(NORM_NAME),
+            i32_(DEGREE),
+            utf8_list(ENTITY_IDS),
+            utf8(MODEL),
+            embedding(false),
+            Field::new(DOMINANT, embedding_type(TEMPLATE_EMBEDDING_DIM), false),
+        ],
+        Table::KbPaths => vec![utf8(PATH_ID), i32_(LENGTH), utf8(SOURCE_ID), utf8(TARGET_ID)],
+        Table::KbPathMembers => vec![utf8(PATH_ID), i32_(POSITION), utf8(NODE_ID), utf8_null(EDGE_ID)],
     }
 }
 
@@ -662,8 +712,10 @@ mod tests {
         assert_eq!(dirs.len(), Table::ALL.len());
         for t in Table::ALL {
             assert_eq!(Table::from_dir(t.dir()), Some(t));
-            // Every table of rows about documents has their id; kb/thresholds is about the whole kb.
-            if t.is_per_document() || t.is_kb() && t != Table::KbThresholds {
+            // Every table of rows about documents has their id; kb/thresholds and the path index
+            // are about the whole kb.
+            assert!(!t.is_whole_kb() || t.is_kb());
+            if t.is_per_document() || t.is_kb() && !t.is_whole_kb() {
                 assert!(t.schema().field_with_name(col::DOC_ID).is_ok(), "{t} lacks doc_id");
             }
         }

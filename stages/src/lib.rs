@@ -19,8 +19,8 @@ use anyhow::Context as _;
 use flexstruct_pipeline::config::Config;
 use flexstruct_pipeline::core::{Error, IndexProblem, threads};
 use flexstruct_pipeline::io::{Index, IndexLocation, Selection, Shard, StageMetrics, record_run};
-use flexstruct_pipeline::stages::{Progress, RunContext, merge};
-use flexstruct_schemas::SchemaError;
+use flexstruct_pipeline::stages::{Progress, RunContext, merge, paths};
+use flexstruct_schemas::{SchemaError, Table};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
@@ -154,6 +154,7 @@ pub fn hint(error: &anyhow::Error) -> Option<String> {
                     IndexProblem::MissingVectors { .. } => {
                         "run `make embed merge` with that model, or query with the model the index was embedded with"
                     }
+                    IndexProblem::NoPathIndex { .. } => "build it with `make paths` (flexstruct-paths) after the merge",
                     IndexProblem::ModelMismatch { .. } => {
                         "query with the index's model (embed.model), or re-run `make embed merge` with the configured one"
                     }
@@ -243,10 +244,13 @@ pub fn run_stage<D: Serialize>(
     body: impl FnOnce(&RunContext<'_>, &Config) -> flexstruct_pipeline::Result<StageMetrics<D>>,
 ) -> anyhow::Result<Outcome> {
     args.threads.init()?;
-    let selection = match (name == merge::STAGE, args.shard == Shard::ALL) {
-        (true, true) => Selection::Everything,
-        (true, false) => Selection::MergeShard(args.shard),
-        (false, _) => Selection::Shard(args.shard),
+    let kb_tables: Vec<Table> = Table::ALL.into_iter().filter(|t| t.is_kb()).collect();
+    let selection = match (name, args.shard == Shard::ALL) {
+        (merge::STAGE, true) => Selection::Everything,
+        (merge::STAGE, false) => Selection::MergeShard(args.shard),
+        // The path index reads the whole kb (its entities and edges, and every part's footer).
+        (paths::STAGE, _) => Selection::Tables(&kb_tables),
+        _ => Selection::Shard(args.shard),
     };
     let local = args.index.open_local(selection, create_index)?;
     let outcome = run_stage_at(name, args, local.path(), create_index, body);

@@ -268,6 +268,16 @@ pub enum IndexProblem {
         /// Model of the configuration (`embed.model`).
         configured: String,
     },
+    /// `--mode paths` needs the path index, which is not there or is not the current kb's.
+    #[error("{}", if *.stale {
+        "its path index (kb/path_*) was built from another kb or with another embedding model than the current one"
+    } else {
+        "has no path index (kb/path_nodes, kb/paths, kb/path_members)"
+    })]
+    NoPathIndex {
+        /// Whether a path index exists but is out of date.
+        stale: bool,
+    },
 }
 
 impl Error {

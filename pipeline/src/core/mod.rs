@@ -4,6 +4,7 @@
 //! it, with the rest of the dependency rule: ARCHITECTURE.md).
 
 pub mod backend;
+pub mod dominance;
 pub mod error;
 pub mod ids;
 pub mod models;

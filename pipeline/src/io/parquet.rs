@@ -1,7 +1,7 @@
 //! Parquet part files: atomic zstd-compressed writes with flexstruct metadata, checked reads,
 //! and the column accessors every reader of a checked batch uses.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use parquet::file::properties::WriterProperties;
 
 use super::files::{write_atomic, write_file_atomic};
 use super::index::Index;
-use crate::core::{Error, Result};
+use crate::core::{Error, IndexProblem, Result};
 
 /// Writes one part file of `table`: rows in `batches` (checked against the table's schema),
 /// zstd-compressed, with the table name, schema version and `fingerprint` in its metadata.
@@ -132,6 +132,51 @@ pub fn kb_part_fingerprints(index: &Index, tables: &[Table]) -> Result<Vec<(Tabl
 pub fn fingerprint_of_parts(parts: &[(Table, String, String)]) -> String {
     let parts: Vec<String> = parts.iter().map(|(table, name, fp)| format!("{table}/{name}:{fp}")).collect();
     crate::core::ids::fingerprint(&parts.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// Checks that the kb is one merge's whole output. Each bucket's kb parts carry the fingerprint
+/// of the inputs they were merged from, so the parts of one bucket must agree across the tables;
+/// and `kb/thresholds`, which a merge writes last, carries the fingerprint of all the kb parts it
+/// was derived from ([`kb_parts_fingerprint`]), so a merge killed midway (or still running, or
+/// shards of which have run since) leaves a kb whose parts no longer add up to it. Returns that
+/// fingerprint: the kb's identity, which what is derived from the kb (the path index) records.
+pub fn one_merge_fingerprint(index: &Index) -> Result<String> {
+    let parts = kb_part_fingerprints(index, &KB_BUCKET_TABLES)?;
+    let mut by_bucket: BTreeMap<&str, HashMap<&str, Vec<&str>>> = Default::default();
+    for (table, name, fingerprint) in &parts {
+        by_bucket.entry(name).or_default().entry(fingerprint).or_default().push(table.dir());
+    }
+    for (part, by_fingerprint) in by_bucket {
+        let tables: usize = by_fingerprint.values().map(Vec::len).sum();
+        if by_fingerprint.len() > 1 || tables < KB_BUCKET_TABLES.len() {
+            let mut groups: Vec<String> =
+                by_fingerprint.into_values().map(|tables| format!("{} ({part})", tables.join(", "))).collect();
+            if tables < KB_BUCKET_TABLES.len() {
+                groups.push(format!("tables without {part}"));
+            }
+            groups.sort();
+            return Err(Error::index(index.root(), IndexProblem::MixedKb { groups }));
+        }
+    }
+    let thresholds = part_fingerprint(&index.kb_part(Table::KbThresholds), Table::KbThresholds)?;
+    let whole = fingerprint_of_parts(&parts);
+    if thresholds.as_ref() != Some(&whole) {
+        let groups = vec!["kb/thresholds".to_owned(), "the kb parts it was not derived from".to_owned()];
+        return Err(Error::index(index.root(), IndexProblem::MixedKb { groups }));
+    }
+    Ok(whole)
+}
+
+/// The fingerprint of what is derived from a whole kb (the path index): the kb's own fingerprint
+/// ([`one_merge_fingerprint`]), a slash, and that of how it was built, so that a reader can
+/// tell one derived from another kb from the kb alone.
+pub fn derived_fingerprint(kb: &str, build: &str) -> String {
+    format!("{kb}/{build}")
+}
+
+/// The kb fingerprint inside a [`derived_fingerprint`].
+pub fn kb_of_derived(fingerprint: &str) -> &str {
+    fingerprint.split_once('/').map_or("", |(kb, _)| kb)
 }
 
 /// Row count of a part file from its footer (0 if the file does not exist).

@@ -140,7 +140,7 @@ impl Selection<'_> {
                 Index::bucket_of_path(Path::new(relative)).is_some_and(|b| shard.owns_bucket(b))
             }
             (Selection::Shard(_), Some(table)) => !table.is_kb(),
-            (Selection::MergeShard(shard), Some(table)) if table.is_kb() && table != Table::KbThresholds => {
+            (Selection::MergeShard(shard), Some(table)) if table.is_kb() && !table.is_whole_kb() => {
                 Index::bucket_of_path(Path::new(relative)).is_some_and(|b| shard.owns_bucket(b))
             }
             (Selection::MergeShard(shard), _) => Selection::Shard(*shard).wants(relative),

@@ -35,11 +35,14 @@ pub enum Mode {
     /// neighbours in its document, overlapping windows merged, as passages best first.
     #[serde(rename = "sentence-window")]
     SentenceWindow,
+    /// SG-RAG: the question as a graph, matched exactly against the kb's graph through the path
+    /// index (`flexstruct-paths`); the 1-hop neighbourhood of its entities when nothing matches.
+    Paths,
 }
 
 impl Mode {
     /// Every mode, in the order reports list them.
-    pub const ALL: [Mode; 8] = [
+    pub const ALL: [Mode; 9] = [
         Mode::Hybrid,
         Mode::Hypergraph,
         Mode::Graph,
@@ -48,6 +51,7 @@ impl Mode {
         Mode::Hypergraphrag,
         Mode::ChunksMaxsim,
         Mode::SentenceWindow,
+        Mode::Paths,
     ];
 
     /// The name used in flags, config and outputs.
@@ -61,6 +65,7 @@ impl Mode {
             Mode::Hypergraphrag => "hypergraphrag",
             Mode::ChunksMaxsim => "chunks-maxsim",
             Mode::SentenceWindow => "sentence-window",
+            Mode::Paths => "paths",
         }
     }
 }

@@ -16,10 +16,7 @@ use crate::core::units::Unit;
 use crate::core::{Error, IndexProblem, Result};
 use crate::io::Index;
 use crate::io::lock::{self, LockName};
-use crate::io::parquet::{
-    KB_BUCKET_TABLES, fingerprint_of_parts, kb_part_fingerprints, part_fingerprint, read_columns, read_table,
-    string_column, typed,
-};
+use crate::io::parquet::{one_merge_fingerprint, read_columns, read_table, string_column, typed};
 
 /// A code-point span of a document (end-exclusive).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -97,6 +94,8 @@ pub struct Edges {
     pub text: StringArray,
     /// Row of the hyperedge that supports the edge.
     pub hyperedge: Vec<Option<u32>>,
+    /// Entity rows of the source and the target (None: not in the kb).
+    pub ends: Vec<[Option<u32>; 2]>,
     /// Vectors of text + the two entity names.
     pub vectors: Vectors,
 }
@@ -168,6 +167,8 @@ pub struct Kb {
     /// The similarity thresholds the merge derived from the kb's own vectors (`kb/thresholds`),
     /// by unit; empty for a kb merged before they existed.
     pub derived_thresholds: HashMap<Unit, f32>,
+    /// The kb's identity: the fingerprint of all its parts (what the path index records).
+    pub fingerprint: String,
 }
 
 /// The chunk each hyperedge's span starts in (chunks tile their document, so it is the chunk of
@@ -272,37 +273,6 @@ fn read_thresholds(index: &Index, model: &str) -> Result<HashMap<Unit, f32>> {
     Ok(out)
 }
 
-/// Checks that the kb is one merge's whole output. Each bucket's kb parts carry the fingerprint
-/// of the inputs they were merged from, so the parts of one bucket must agree across the tables;
-/// and `kb/thresholds`, which a merge writes last, carries the fingerprint of all the kb parts it
-/// was derived from ([`kb_parts_fingerprint`]), so a merge killed midway (or still running, or
-/// shards of which have run since) leaves a kb whose parts no longer add up to it.
-fn check_one_merge(index: &Index) -> Result<()> {
-    let parts = kb_part_fingerprints(index, &KB_BUCKET_TABLES)?;
-    let mut by_bucket: std::collections::BTreeMap<&str, HashMap<&str, Vec<&str>>> = Default::default();
-    for (table, name, fingerprint) in &parts {
-        by_bucket.entry(name).or_default().entry(fingerprint).or_default().push(table.dir());
-    }
-    for (part, by_fingerprint) in by_bucket {
-        let tables: usize = by_fingerprint.values().map(Vec::len).sum();
-        if by_fingerprint.len() > 1 || tables < KB_BUCKET_TABLES.len() {
-            let mut groups: Vec<String> =
-                by_fingerprint.into_values().map(|tables| format!("{} ({part})", tables.join(", "))).collect();
-            if tables < KB_BUCKET_TABLES.len() {
-                groups.push(format!("tables without {part}"));
-            }
-            groups.sort();
-            return Err(Error::index(index.root(), IndexProblem::MixedKb { groups }));
-        }
-    }
-    let thresholds = part_fingerprint(&index.kb_part(Table::KbThresholds), Table::KbThresholds)?;
-    if thresholds != Some(fingerprint_of_parts(&parts)) {
-        let groups = vec!["kb/thresholds".to_owned(), "the kb parts it was not derived from".to_owned()];
-        return Err(Error::index(index.root(), IndexProblem::MixedKb { groups }));
-    }
-    Ok(())
-}
-
 /// The kb's rows in the order one merge of the whole index writes them (by document, then
 /// position), whatever buckets they were read from: ties between equally scored rows are broken
 /// by this order, so answers do not depend on the bucket count.
@@ -331,7 +301,7 @@ fn in_merge_order(table: Table, batch: RecordBatch) -> Result<RecordBatch> {
     Ok(arrow::compute::take_record_batch(&batch, &order)?)
 }
 
-fn one_batch(table: Table, batches: Vec<RecordBatch>) -> Result<RecordBatch> {
+pub(super) fn one_batch(table: Table, batches: Vec<RecordBatch>) -> Result<RecordBatch> {
     match batches.first() {
         None => Ok(RecordBatch::new_empty(table.schema())),
         Some(first) => Ok(arrow::compute::concat_batches(&first.schema(), &batches)?),
@@ -388,7 +358,7 @@ impl Kb {
             let missing = missing.iter().map(|t| t.dir().to_owned()).collect();
             return Err(Error::index(index.root(), IndexProblem::IncompleteKb { missing }));
         }
-        check_one_merge(index)?;
+        let fingerprint = one_merge_fingerprint(index)?;
         let derived_thresholds = read_thresholds(index, model)?;
         let batches: Vec<RecordBatch> = TABLES
             .par_iter()
@@ -424,6 +394,12 @@ impl Kb {
             doc_id: string_column(edges, col::DOC_ID)?.clone(),
             text: string_column(edges, col::TEXT)?.clone(),
             hyperedge: edge_hyperedges.iter().map(|h| h.and_then(|h| hyperedge_row.get(h).copied())).collect(),
+            ends: {
+                let (source, target) = (string_column(edges, col::SOURCE_ID)?, string_column(edges, col::TARGET_ID)?);
+                (0..edges.num_rows())
+                    .map(|i| [entity_row.get(source.value(i)).copied(), entity_row.get(target.value(i)).copied()])
+                    .collect()
+            },
             vectors: vectors(index, Table::KbEdges, edges, model)?,
         };
         let chunks = Chunks {
@@ -512,6 +488,7 @@ impl Kb {
             chunk_has_hyperedges,
             lexical,
             derived_thresholds,
+            fingerprint,
         })
     }
 

@@ -24,15 +24,17 @@ pub mod entities;
 pub mod generate;
 pub mod kb;
 pub mod lexical;
+pub mod paths;
 pub mod retrieve;
 pub mod scan;
 pub mod short;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -43,7 +45,8 @@ use self::context::{Context, Evidence};
 pub use self::entities::{LlmQueryEntities, QueryEntities, RulesQueryEntities, rules_query_entities};
 pub use self::generate::{AnswerOptions, Answerer, ExtractiveAnswerer, LlmAnswerer};
 use self::kb::{Kb, Span};
-use self::retrieve::{EntityMatch, Modules, QueryInput};
+use self::paths::{PathIndex, PathQuery, rules_query_graph};
+use self::retrieve::{EntityMatch, Modules, QueryInput, Retrieval};
 use crate::core::backend::BackendId;
 use crate::core::tokens::TokenCounter;
 use crate::core::{Error, Result};
@@ -208,6 +211,10 @@ pub struct Prepared {
     pub entity_embed_ms: f64,
 }
 
+/// One question's context, its entity matches, its retrieval milliseconds and the part of them
+/// spent embedding.
+pub type QuestionContext = (Context, Vec<EntityMatch>, f64, f64);
+
 /// The knowledge base, the embedder and the two query-time backends, loaded once.
 pub struct Engine {
     /// The knowledge base.
@@ -219,6 +226,8 @@ pub struct Engine {
     query_entities: Box<dyn QueryEntities>,
     answerer: Box<dyn Answerer>,
     counter: TokenCounter,
+    /// The path index of `--mode paths`, read on first use.
+    paths: Mutex<Option<Arc<PathIndex>>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -247,7 +256,50 @@ impl Engine {
             query_entities,
             answerer,
             counter: TokenCounter::cl100k(),
+            paths: Mutex::new(None),
         })
+    }
+
+    /// The path index of `--mode paths` (read from the index the first time).
+    pub fn path_index(&self) -> Result<Arc<PathIndex>> {
+        let mut slot = self.paths.lock().map_err(|_| Error::Internal("the path index lock is poisoned".into()))?;
+        if let Some(index) = slot.as_ref() {
+            return Ok(index.clone());
+        }
+        let index = Arc::new(PathIndex::load(&self.index, &self.kb)?);
+        *slot = Some(index.clone());
+        Ok(index)
+    }
+
+    /// Structure-guided retrieval for every prepared question: each question's graph (rules ψ),
+    /// its relation words embedded once for the batch, then the path index.
+    fn path_retrievals(&self, prepared: &Prepared) -> Result<Vec<Retrieval>> {
+        let index = self.path_index()?;
+        let graphs: Vec<_> = prepared
+            .questions
+            .iter()
+            .zip(&prepared.entities)
+            .map(|(q, entities)| rules_query_graph(&q.question, entities))
+            .collect();
+        let mut texts: Vec<&str> = graphs.iter().flat_map(|g| g.edges.iter().map(|e| e.relation.as_str())).collect();
+        texts.retain(|t| !t.is_empty());
+        texts.sort_unstable();
+        texts.dedup();
+        let relations: HashMap<String, Vec<f32>> =
+            texts.iter().map(|t| t.to_string()).zip(self.embedder.embed(&texts)?).collect();
+        Ok((0..prepared.questions.len())
+            .into_par_iter()
+            .map(|i| {
+                let question = QueryInput {
+                    text: &prepared.questions[i].question,
+                    vector: &prepared.vectors[i],
+                    entities: &prepared.entities[i],
+                    entity_vectors: &prepared.entity_vectors[i],
+                };
+                let found = index.retrieve(&self.kb, PathQuery { graph: &graphs[i], question, relations: &relations });
+                Retrieval { rows: found.rows, notes: found.notes, ..Retrieval::default() }
+            })
+            .collect())
     }
 
     /// The index the kb was loaded from.
@@ -294,7 +346,7 @@ impl Engine {
     /// assembly time scaled to the assembly's wall time.
     /// Returns per question the context, the entity matches, the retrieval milliseconds and the
     /// part of them spent embedding.
-    pub fn contexts(&self, prepared: &Prepared, config: &QueryConfig) -> Vec<(Context, Vec<EntityMatch>, f64, f64)> {
+    pub fn contexts(&self, prepared: &Prepared, config: &QueryConfig) -> Result<Vec<QuestionContext>> {
         let count = prepared.questions.len().max(1) as f64;
         let started = Instant::now();
         let thresholds = config.thresholds(&self.kb.model, &self.kb.derived_thresholds);
@@ -306,10 +358,13 @@ impl Engine {
                 entity_vectors: &prepared.entity_vectors[i],
             })
             .collect();
-        let retrievals = retrieve::retrieve_batch(&self.kb, config, thresholds, &inputs);
+        let retrievals = match config.mode {
+            Mode::Paths => self.path_retrievals(prepared)?,
+            _ => retrieve::retrieve_batch(&self.kb, config, thresholds, &inputs),
+        };
         let embed_ms = match config.mode {
             Mode::None => 0.0,
-            Mode::Hypergraphrag => prepared.embed_ms + prepared.entity_embed_ms,
+            Mode::Hypergraphrag | Mode::Paths => prepared.embed_ms + prepared.entity_embed_ms,
             _ => prepared.embed_ms,
         };
         let shared_ms = started.elapsed().as_secs_f64() * 1000.0 / count + embed_ms;
@@ -334,15 +389,15 @@ impl Engine {
         let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
         let own_ms: f64 = assembled.iter().map(|a| a.2).sum();
         let scale = if own_ms > 0.0 { (wall_ms / own_ms).min(1.0) } else { 1.0 };
-        assembled
+        Ok(assembled
             .into_iter()
             .map(|(context, matches, ms)| (context, matches, ms * scale + shared_ms, embed_ms))
-            .collect()
+            .collect())
     }
 
     /// Answers every prepared question under `config` (mode, toggles, breadths, budget).
     pub fn answer(&self, prepared: &Prepared, config: &QueryConfig) -> Result<Vec<Answer>> {
-        let contexts = self.contexts(prepared, config);
+        let contexts = self.contexts(prepared, config)?;
         let questions: Vec<&str> = prepared.questions.iter().map(|q| q.question.as_str()).collect();
         let context_refs: Vec<&Context> = contexts.iter().map(|c| &c.0).collect();
         let answered = self.answerer.answer_all(

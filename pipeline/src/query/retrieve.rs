@@ -120,9 +120,12 @@ impl Modules {
             Mode::Hybrid => (true, true, true, true, true, true),
             Mode::Hypergraph => (true, true, false, true, true, true),
             Mode::Graph => (true, false, true, false, false, false),
-            Mode::Chunks | Mode::None | Mode::Hypergraphrag | Mode::ChunksMaxsim | Mode::SentenceWindow => {
-                (false, false, false, false, false, false)
-            }
+            Mode::Chunks
+            | Mode::None
+            | Mode::Hypergraphrag
+            | Mode::ChunksMaxsim
+            | Mode::SentenceWindow
+            | Mode::Paths => (false, false, false, false, false, false),
         };
         Modules {
             entities: entities && config.entities,
@@ -214,7 +217,8 @@ pub fn retrieve_batch(
         .map(|(scanned, query)| {
             let notes = threshold_notes(kb, config, thresholds, &scanned);
             let mut retrieval = match config.mode {
-                Mode::None => Retrieval::default(),
+                // Structure-guided retrieval runs on the path index (`super::paths`), not here.
+                Mode::None | Mode::Paths => Retrieval::default(),
                 Mode::Chunks => Retrieval {
                     rows: tiered(Unit::Chunk, scanned.chunks, config.chunk_k).collect(),
                     ..Retrieval::default()
@@ -280,7 +284,7 @@ fn scan(kb: &Kb, config: &QueryConfig, thresholds: Thresholds, queries: &[QueryI
         }
     };
     match config.mode {
-        Mode::None => {}
+        Mode::None | Mode::Paths => {}
         Mode::Chunks => {
             fill(kb.chunks.vectors.top_k_batch(&vectors, thresholds.chunk, b.chunks), |s| &mut s.chunks, &mut out);
         }

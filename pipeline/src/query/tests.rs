@@ -69,6 +69,7 @@ fn tiny_kb() -> Kb {
         doc_id: strings(&["d", "d"]),
         text: strings(&["Velda Basin Authority runs the Harlow gauge", "Mara Quint chairs the Velda Basin Authority"]),
         hyperedge: vec![Some(0), Some(1)],
+        ends: vec![[Some(0), Some(2)], [Some(1), Some(0)]],
         vectors: at_cosines(&[0.9, 0.5]),
     };
     let (c0, c1) = (span_of(sentences[0]), span_of(sentences[2]));
@@ -110,6 +111,7 @@ fn tiny_kb() -> Kb {
         chunk_has_hyperedges,
         lexical: Default::default(),
         derived_thresholds: HashMap::new(),
+        fingerprint: String::new(),
     }
 }
 

@@ -26,6 +26,7 @@ pub mod graph;
 pub mod hypergraph;
 pub mod ingest;
 pub mod merge;
+pub mod paths;
 
 pub use driver::{NoProgress, Progress, RunContext};
 
@@ -48,6 +49,9 @@ pub enum Stage {
     Cluster,
     /// every per-document table → kb/*.
     Merge,
+    /// kb entities and edges → the path index of `--mode paths` (kb/path_*): optional, run on
+    /// its own after a merge, never by `make index`.
+    Paths,
 }
 
 impl Stage {
@@ -74,17 +78,21 @@ impl Stage {
             Stage::Embed => "embed",
             Stage::Cluster => "cluster",
             Stage::Merge => "merge",
+            Stage::Paths => "paths",
         }
     }
 
+    /// The stages built only on request, after the merge (not in [`Stage::ALL`]).
+    pub const OPTIONAL: [Stage; 1] = [Stage::Paths];
+
     /// The stage named `name`.
     pub fn from_name(name: &str) -> Option<Stage> {
-        Stage::ALL.into_iter().find(|s| s.name() == name)
+        Stage::ALL.into_iter().chain(Stage::OPTIONAL).find(|s| s.name() == name)
     }
 
-    /// This stage and every later one, in order.
+    /// This stage and every later one of [`Stage::ALL`], in order (an optional stage: none).
     pub fn and_after(self) -> &'static [Stage] {
-        let i = Stage::ALL.iter().position(|&s| s == self).unwrap_or(0);
+        let i = Stage::ALL.iter().position(|&s| s == self).unwrap_or(Stage::ALL.len());
         &Stage::ALL[i..]
     }
 }

@@ -47,7 +47,7 @@ struct Args {
     /// Evidence shown per answer when printing for a person.
     #[arg(long, default_value_t = 6, value_name = "N")]
     show: usize,
-    /// hybrid, hypergraph, graph, chunks, chunks-maxsim, sentence-window, none or hypergraphrag.
+    /// hybrid, hypergraph, graph, chunks, chunks-maxsim, sentence-window, none, hypergraphrag or paths (SG-RAG; needs `make paths`).
     #[arg(long)]
     mode: Option<Mode>,
     /// Switch off entity retrieval (EnR).

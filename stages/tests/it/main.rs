@@ -9,6 +9,7 @@ mod hardening;
 mod ingest_chunk;
 mod kb;
 mod llm_extract;
+mod paths;
 mod query;
 mod sql;
 mod status;

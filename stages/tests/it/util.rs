@@ -32,6 +32,7 @@ pub fn bin(name: &str) -> PathBuf {
         "embed" => env!("CARGO_BIN_EXE_flexstruct-embed").into(),
         "cluster" => env!("CARGO_BIN_EXE_flexstruct-cluster").into(),
         "merge" => env!("CARGO_BIN_EXE_flexstruct-merge").into(),
+        "paths" => env!("CARGO_BIN_EXE_flexstruct-paths").into(),
         "query" => env!("CARGO_BIN_EXE_flexstruct-query").into(),
         "eval" => env!("CARGO_BIN_EXE_flexstruct-eval").into(),
         "status" => env!("CARGO_BIN_EXE_flexstruct-status").into(),

@@ -230,22 +230,8 @@ fn embed_units(
     let dim_i32 = i32::try_from(dim).map_err(|_| Error::Internal("embedding dimension overflow".into()))?;
     let item = Arc::new(Field::new_list_field(DataType::Float32, false));
     let list = FixedSizeListArray::try_new(item, dim_i32, Arc::new(Float32Array::from(flat)), None)?;
-    let schema = Arc::new(arrow::datatypes::Schema::new(
-        Table::Embeddings
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| {
-                if f.name() == col::EMBEDDING {
-                    Field::new(col::EMBEDDING, flexstruct_schemas::embedding_type(dim_i32), false)
-                } else {
-                    f.as_ref().clone()
-                }
-            })
-            .collect::<Vec<_>>(),
-    ));
     let batch = RecordBatch::try_new(
-        schema,
+        Table::Embeddings.schema_with_widths(&[(col::EMBEDDING, dim)]),
         vec![
             Arc::new(units.iter().map(|u| Some(u.unit.name())).collect::<StringArray>()),
             Arc::new(units.iter().map(|u| Some(u.id.as_str())).collect::<StringArray>()),

@@ -37,7 +37,7 @@ EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONF
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help build model demo lint test fuzz bench bench-scale llm-index slurm-index slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths index query eval ablate sweep qa-index status sql clean
+.PHONY: help build model demo lint test fuzz bench bench-scale llm-index slurm-index slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -156,6 +156,9 @@ merge: build ## Merge the per-document tables of INDEX into kb/, bucket by bucke
 
 paths: build ## Build the path index of MODE=paths (SG-RAG) from the merged kb of INDEX (after merge; does nothing when the kb is unchanged)
 	$(BIN)/flexstruct-paths $(STAGE_FLAGS)
+
+paths-ablation: build ## The two dominant embeddings of MODE=paths on INDEX's kb graph: dominance violations and pruning of the sketch and the trained GAT (writes nothing)
+	$(BIN)/flexstruct-paths --index $(INDEX) $(if $(CONFIG),--config $(CONFIG)) --ablate-dominance
 
 index: ## Run every construction stage (ingest … merge) on CORPUS into INDEX
 	$(MAKE) --no-print-directory ingest

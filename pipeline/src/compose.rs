@@ -14,6 +14,7 @@ use crate::core::{Error, Result};
 use crate::io::{Index, Shard, StageMetrics, record_run};
 use crate::llm::Runner;
 use crate::models::embedder_for;
+use crate::query::paths::{LlmQueryGraphs, QueryGraphs, RulesQueryGraphs};
 use crate::query::{
     Answerer, Engine, ExtractiveAnswerer, LlmAnswerer, LlmQueryEntities, QueryEntities, RulesQueryEntities,
 };
@@ -95,6 +96,14 @@ impl Backends {
         match self.llm(Capability::QueryEntities) {
             Some(runner) => Box::new(LlmQueryEntities::new(runner)),
             None => Box::new(RulesQueryEntities),
+        }
+    }
+
+    /// Query graphs of `--mode paths`.
+    pub fn query_graphs(&self) -> Box<dyn QueryGraphs> {
+        match self.llm(Capability::QueryGraphs) {
+            Some(runner) => Box::new(LlmQueryGraphs::new(runner)),
+            None => Box::new(RulesQueryGraphs),
         }
     }
 
@@ -180,7 +189,8 @@ pub fn run_stage(stage: Stage, ctx: &RunContext<'_>, config: &Config) -> Result<
 /// The query engine of `index` with the configured embedding model and query-time backends.
 pub fn engine(index: &Index, config: &Config, backends: &Backends) -> Result<Engine> {
     let embedder = embedder_for(&config.embed, index.root())?;
-    Engine::new(index, embedder, backends.query_entities(), backends.answerer())
+    Ok(Engine::new(index, embedder, backends.query_entities(), backends.answerer())?
+        .with_query_graphs(backends.query_graphs()))
 }
 
 /// The query engine of `index` under `config`, with its own backends.

@@ -79,6 +79,11 @@ pub mod col {
     pub const ENTITY_IDS: &str = "entity_ids";
     /// A node's dominant embedding (its 1-hop star's structure).
     pub const DOMINANT: &str = "dominant";
+    /// The path index's dominant-embedding encoder, one parameter a row (`kb/path_encoder`).
+    pub const PARAM: &str = "param";
+    pub const N_ROWS: &str = "n_rows";
+    pub const N_COLS: &str = "n_cols";
+    pub const WEIGHTS: &str = "weights";
     pub const PATH_ID: &str = "path_id";
     /// Edges of a path.
     pub const LENGTH: &str = "length";
@@ -166,11 +171,12 @@ pub enum Table {
     KbPathNodes,
     KbPaths,
     KbPathMembers,
+    KbPathEncoder,
 }
 
 impl Table {
     /// All tables, in pipeline order.
-    pub const ALL: [Table; 26] = [
+    pub const ALL: [Table; 27] = [
         Table::Documents,
         Table::Chunks,
         Table::Items,
@@ -197,6 +203,7 @@ impl Table {
         Table::KbPathNodes,
         Table::KbPaths,
         Table::KbPathMembers,
+        Table::KbPathEncoder,
     ];
 
     /// Folder of the table relative to the index root (`kb/…` for the merged tables).
@@ -228,6 +235,7 @@ impl Table {
             Table::KbPathNodes => "kb/path_nodes",
             Table::KbPaths => "kb/paths",
             Table::KbPathMembers => "kb/path_members",
+            Table::KbPathEncoder => "kb/path_encoder",
         }
     }
 
@@ -254,7 +262,10 @@ impl Table {
     /// Whether the table is a kb table about the whole kb, in one part, not per bucket: the
     /// thresholds the merge derives and the path index derived from the merged kb.
     pub fn is_whole_kb(self) -> bool {
-        matches!(self, Table::KbThresholds | Table::KbPathNodes | Table::KbPaths | Table::KbPathMembers)
+        matches!(
+            self,
+            Table::KbThresholds | Table::KbPathNodes | Table::KbPaths | Table::KbPathMembers | Table::KbPathEncoder
+        )
     }
 
     /// Version of the table's layout, written into every part file and checked on read.
@@ -458,6 +469,13 @@ fn fields(table: Table) -> Vec<Field> {
         ],
         Table::KbPaths => vec![utf8(PATH_ID), i32_(LENGTH), utf8(SOURCE_ID), utf8(TARGET_ID)],
         Table::KbPathMembers => vec![utf8(PATH_ID), i32_(POSITION), utf8(NODE_ID), utf8_null(EDGE_ID)],
+        Table::KbPathEncoder => vec![
+            utf8(KIND),
+            utf8(PARAM),
+            i32_(N_ROWS),
+            i32_(N_COLS),
+            Field::new(WEIGHTS, DataType::List(Arc::new(Field::new_list_field(DataType::Float32, false))), false),
+        ],
     }
 }
 

@@ -25,6 +25,8 @@ pub enum Capability {
     Relations,
     /// The entities a question names: the query stage.
     QueryEntities,
+    /// The question as a graph of entities, unknowns and relations (ψ of `--mode paths`).
+    QueryGraphs,
     /// Answers from a context: the query stage.
     Answers,
     /// The GE judge: the evaluation.
@@ -33,11 +35,12 @@ pub enum Capability {
 
 impl Capability {
     /// Every capability, in pipeline order.
-    pub const ALL: [Capability; 6] = [
+    pub const ALL: [Capability; 7] = [
         Capability::Extract,
         Capability::Summaries,
         Capability::Relations,
         Capability::QueryEntities,
+        Capability::QueryGraphs,
         Capability::Answers,
         Capability::Judge,
     ];
@@ -49,6 +52,7 @@ impl Capability {
             Capability::Summaries => "summaries",
             Capability::Relations => "relations",
             Capability::QueryEntities => "query_entities",
+            Capability::QueryGraphs => "query_graphs",
             Capability::Answers => "answers",
             Capability::Judge => "judge",
         }
@@ -82,6 +86,8 @@ pub struct BackendsConfig {
     pub relations: Option<BackendChoice>,
     /// Query entities.
     pub query_entities: Option<BackendChoice>,
+    /// Query graphs of `--mode paths`.
+    pub query_graphs: Option<BackendChoice>,
     /// Answers.
     pub answers: Option<BackendChoice>,
     /// The GE judge (`rules`: GE is not measured; it is never estimated without an LLM).
@@ -96,6 +102,7 @@ impl BackendsConfig {
             Capability::Summaries => self.summaries,
             Capability::Relations => self.relations,
             Capability::QueryEntities => self.query_entities,
+            Capability::QueryGraphs => self.query_graphs,
             Capability::Answers => self.answers,
             Capability::Judge => self.judge,
         }

@@ -6,7 +6,10 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::{Array, ListArray, ListBuilder, RecordBatch, StringArray, StringBuilder};
+use arrow::array::{
+    Array, FixedSizeListArray, Float32Array, Float32Builder, ListArray, ListBuilder, RecordBatch, StringArray,
+    StringBuilder,
+};
 use arrow::compute::{filter_record_batch, kernels::cmp::eq};
 use arrow::datatypes::{DataType, Field};
 use flexstruct_schemas::{Table, check_metadata, check_schema, col, meta, part_metadata};
@@ -287,12 +290,30 @@ pub fn string_lists<'a>(lists: impl Iterator<Item = &'a [String]>) -> ListArray 
     builder.finish()
 }
 
+/// A non-null `list<float32>` column from lists of floats (one list a row).
+pub fn float_lists<'a>(lists: impl Iterator<Item = &'a [f32]>) -> ListArray {
+    let mut builder =
+        ListBuilder::new(Float32Builder::new()).with_field(Arc::new(Field::new_list_field(DataType::Float32, false)));
+    for list in lists {
+        builder.values().append_slice(list);
+        builder.append(true);
+    }
+    builder.finish()
+}
+
+/// An embedding column: `values` as fixed-size lists of `width` floats, row after row.
+pub fn vector_lists(values: Vec<f32>, width: usize) -> Result<FixedSizeListArray> {
+    let width = i32::try_from(width).map_err(|_| Error::Internal(format!("vectors of {width} values")))?;
+    let item = Arc::new(Field::new_list_field(DataType::Float32, false));
+    Ok(FixedSizeListArray::try_new(item, width, Arc::new(Float32Array::from(values)), None)?)
+}
+
 /// The vector in row `row` of an embedding column.
-pub fn vector_at(list: &arrow::array::FixedSizeListArray, row: usize) -> Result<Vec<f32>> {
+pub fn vector_at(list: &FixedSizeListArray, row: usize) -> Result<Vec<f32>> {
     let values = list.value(row);
     let floats = values
         .as_any()
-        .downcast_ref::<arrow::array::Float32Array>()
+        .downcast_ref::<Float32Array>()
         .ok_or_else(|| Error::Internal("embedding values are not f32".into()))?;
     Ok(floats.values().to_vec())
 }

@@ -54,6 +54,20 @@ List the entities a question asks about or mentions: people, organisations, plac
 events, concepts, quantities, dates, written as in the question. Answer with JSON only: \
 {\"entities\": [\"...\"]}";
 
+/// Instructions for the graph of a question (ψ of structure-guided retrieval).
+const QUERY_GRAPH_INSTRUCTIONS: &str = "\
+You turn a factual question into a small graph for exact matching against a knowledge graph. \
+Nodes are the things the question involves: each named entity as written in the question \
+(\"name\"), and each thing it does not name but needs — the answer, and any intermediate thing \
+on the way to it — as a node with \"name\": null. Mark the node the question asks for with \
+\"answer\": true. Edges join two nodes by their position in the node list (from 0) with a short \
+\"relation\" in plain words. Example: \"Where was the director of film X born?\" gives nodes \
+[{\"name\": \"X\"}, {\"name\": null}, {\"name\": null, \"answer\": true}] and edges \
+[{\"from\": 0, \"to\": 1, \"relation\": \"director\"}, {\"from\": 1, \"to\": 2, \
+\"relation\": \"place of birth\"}]. Use at most 8 nodes. Answer with JSON only: \
+{\"nodes\": [{\"name\": \"...\", \"answer\": false}], \"edges\": [{\"from\": 0, \"to\": 1, \
+\"relation\": \"...\"}]}";
+
 /// Instructions for answering from numbered evidence.
 const ANSWER_INSTRUCTIONS: &str = "\
 You answer a question from numbered EVIDENCE taken from a document collection. Rely on the \
@@ -128,6 +142,14 @@ pub fn query_entities_messages(question: &str) -> Vec<Message> {
     vec![Message::system(QUERY_ENTITIES_INSTRUCTIONS), Message::user(format!("QUESTION: {question}"))]
 }
 
+/// Messages of a query-graph request: the question and the entities found in it.
+pub fn query_graph_messages(question: &str, entities: &[&str]) -> Vec<Message> {
+    vec![
+        Message::system(QUERY_GRAPH_INSTRUCTIONS),
+        Message::user(format!("QUESTION: {question}\nENTITIES FOUND IN IT: {}", entities.join("; "))),
+    ]
+}
+
 /// Messages of an answer request: instructions, the question, then the evidence (none for
 /// the no-retrieval peer).
 pub fn answer_messages(question: &str, evidence: Option<&str>) -> Vec<Message> {
@@ -157,6 +179,8 @@ pub enum Prompt {
     Relations,
     /// The entities of a question.
     QueryEntities,
+    /// The graph of a question.
+    QueryGraph,
     /// An answer (from evidence, and without retrieval).
     Answer,
     /// GE grades.
@@ -172,6 +196,7 @@ impl Prompt {
             Prompt::Summary => summary_messages("{entity}", &["{fact}"]),
             Prompt::Relations => relations_messages("{anchor}", &[("{statement}", "{span}")], &["{other}"]),
             Prompt::QueryEntities => query_entities_messages("{question}"),
+            Prompt::QueryGraph => query_graph_messages("{question}", &["{entity}"]),
             Prompt::Answer => {
                 let mut m = answer_messages("{question}", Some("{evidence}"));
                 m.extend(answer_messages("{question}", None));
@@ -249,6 +274,39 @@ pub struct QueryEntitiesAnswer {
     pub entities: Vec<String>,
 }
 
+/// Answer shape of a query graph.
+#[derive(Debug, Clone, Deserialize)]
+pub struct QueryGraphAnswer {
+    /// Nodes, in order (edges name them by position).
+    pub nodes: Vec<QueryGraphNode>,
+    /// Edges.
+    #[serde(default)]
+    pub edges: Vec<QueryGraphEdge>,
+}
+
+/// A node of a query graph answer.
+#[derive(Debug, Clone, Deserialize)]
+pub struct QueryGraphNode {
+    /// The entity as written in the question; null (or empty) for an unknown.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Whether the question asks for it.
+    #[serde(default)]
+    pub answer: bool,
+}
+
+/// An edge of a query graph answer.
+#[derive(Debug, Clone, Deserialize)]
+pub struct QueryGraphEdge {
+    /// One end, by position.
+    pub from: usize,
+    /// The other end, by position.
+    pub to: usize,
+    /// The relation in plain words.
+    #[serde(default)]
+    pub relation: String,
+}
+
 /// The whole answer to `messages`: an answer cut at the token limit is asked again once with
 /// twice the room; cut again, it is a [`FailureKind::Truncated`] failure of the unit (never a
 /// shorter answer taken as complete).
@@ -317,8 +375,15 @@ mod tests {
 
     #[test]
     fn prompt_versions_differ_and_are_stable() {
-        let all =
-            [Prompt::Items, Prompt::Summary, Prompt::Relations, Prompt::QueryEntities, Prompt::Answer, Prompt::Judge];
+        let all = [
+            Prompt::Items,
+            Prompt::Summary,
+            Prompt::Relations,
+            Prompt::QueryEntities,
+            Prompt::QueryGraph,
+            Prompt::Answer,
+            Prompt::Judge,
+        ];
         let versions: std::collections::HashSet<String> = all.iter().map(|p| p.version()).collect();
         assert_eq!(versions.len(), all.len());
         assert_eq!(Prompt::Items.version(), Prompt::Items.version());

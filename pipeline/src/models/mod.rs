@@ -4,6 +4,7 @@
 //! `[embed]` section ([`EmbedConfig`], [`embedder_for`]).
 
 mod bert;
+pub mod gat;
 pub mod hashing;
 pub mod minilm;
 pub mod remote;

@@ -45,7 +45,7 @@ use self::context::{Context, Evidence};
 pub use self::entities::{LlmQueryEntities, QueryEntities, RulesQueryEntities, rules_query_entities};
 pub use self::generate::{AnswerOptions, Answerer, ExtractiveAnswerer, LlmAnswerer};
 use self::kb::{Kb, Span};
-use self::paths::{PathIndex, PathQuery, rules_query_graph};
+use self::paths::{GraphOrigin, PathIndex, PathQuery, QueryGraphs, RulesQueryGraphs};
 use self::retrieve::{EntityMatch, Modules, QueryInput, Retrieval};
 use crate::core::backend::BackendId;
 use crate::core::tokens::TokenCounter;
@@ -224,6 +224,7 @@ pub struct Engine {
     index: Index,
     embedder: Box<dyn Embedder>,
     query_entities: Box<dyn QueryEntities>,
+    query_graphs: Box<dyn QueryGraphs>,
     answerer: Box<dyn Answerer>,
     counter: TokenCounter,
     /// The path index of `--mode paths`, read on first use.
@@ -254,10 +255,17 @@ impl Engine {
             index: index.clone(),
             embedder,
             query_entities,
+            query_graphs: Box::new(RulesQueryGraphs),
             answerer,
             counter: TokenCounter::cl100k(),
             paths: Mutex::new(None),
         })
+    }
+
+    /// The engine with another query-graphs backend (ψ of `--mode paths`; the rules unless set).
+    pub fn with_query_graphs(mut self, query_graphs: Box<dyn QueryGraphs>) -> Engine {
+        self.query_graphs = query_graphs;
+        self
     }
 
     /// The path index of `--mode paths` (read from the index the first time).
@@ -271,21 +279,28 @@ impl Engine {
         Ok(index)
     }
 
-    /// Structure-guided retrieval for every prepared question: each question's graph (rules ψ),
-    /// its relation words embedded once for the batch, then the path index.
+    /// The path index, when a question has used it.
+    pub fn loaded_path_index(&self) -> Option<Arc<PathIndex>> {
+        self.paths.lock().ok().and_then(|slot| slot.clone())
+    }
+
+    /// Structure-guided retrieval for every prepared question: each question's graph (ψ: rules
+    /// or the LLM), its relation words and unfamiliar mentions embedded once for the batch, then
+    /// the path index.
     fn path_retrievals(&self, prepared: &Prepared) -> Result<Vec<Retrieval>> {
         let index = self.path_index()?;
-        let graphs: Vec<_> = prepared
-            .questions
-            .iter()
-            .zip(&prepared.entities)
-            .map(|(q, entities)| rules_query_graph(&q.question, entities))
-            .collect();
-        let mut texts: Vec<&str> = graphs.iter().flat_map(|g| g.edges.iter().map(|e| e.relation.as_str())).collect();
+        let questions: Vec<&str> = prepared.questions.iter().map(|q| q.question.as_str()).collect();
+        let graphs = self.query_graphs.graphs_all(&questions, &prepared.entities);
+        let mut texts: Vec<&str> = Vec::new();
+        for ((graph, _), entities) in graphs.iter().zip(&prepared.entities) {
+            texts.extend(graph.edges.iter().map(|e| e.relation.as_str()));
+            let unfamiliar = graph.nodes.iter().filter_map(|n| n.mention.as_deref());
+            texts.extend(unfamiliar.filter(|m| !entities.iter().any(|e| e.eq_ignore_ascii_case(m))));
+        }
         texts.retain(|t| !t.is_empty());
         texts.sort_unstable();
         texts.dedup();
-        let relations: HashMap<String, Vec<f32>> =
+        let embedded: HashMap<String, Vec<f32>> =
             texts.iter().map(|t| t.to_string()).zip(self.embedder.embed(&texts)?).collect();
         Ok((0..prepared.questions.len())
             .into_par_iter()
@@ -296,7 +311,15 @@ impl Engine {
                     entities: &prepared.entities[i],
                     entity_vectors: &prepared.entity_vectors[i],
                 };
-                let found = index.retrieve(&self.kb, PathQuery { graph: &graphs[i], question, relations: &relations });
+                let (graph, origin) = &graphs[i];
+                let mut found = index.retrieve(&self.kb, PathQuery { graph, question, texts: &embedded });
+                match origin {
+                    GraphOrigin::Rules => {}
+                    GraphOrigin::Llm => found.notes.push("paths: the query graph is the LLM's".to_owned()),
+                    GraphOrigin::RulesAfterLlm(why) => found
+                        .notes
+                        .push(format!("paths: the LLM's query graph was unusable ({why}); the rules' instead")),
+                }
                 Retrieval { rows: found.rows, notes: found.notes, ..Retrieval::default() }
             })
             .collect())
@@ -435,10 +458,11 @@ impl Engine {
             .collect())
     }
 
-    /// Appends the LLM calls of the query-time backends made so far (query entities, answers)
-    /// to the index's `llm_calls`.
+    /// Appends the LLM calls of the query-time backends made so far (query entities, query
+    /// graphs, answers) to the index's `llm_calls`.
     pub fn record_calls(&self) -> Result<()> {
         let mut calls = self.query_entities.take_calls();
+        calls.extend(self.query_graphs.take_calls());
         calls.extend(self.answerer.take_calls());
         append_calls(&self.index, STAGE, "all", &calls)
     }

@@ -246,4 +246,16 @@ fn summary(engine: &Engine, answers: &[Answer]) {
         pct(0.95),
         tokens
     );
+    if let Some(paths) = engine.loaded_path_index() {
+        let s = &paths.stats;
+        flexstruct_stages::say!(
+            "query: path index loaded in {:.2} s ({} nodes, {} node pairs; paths by length {:?}, R*-tree depths {:?}); {}",
+            s.load_seconds,
+            s.nodes,
+            s.edges,
+            s.paths,
+            s.depths,
+            paths.tally.summary()
+        );
+    }
 }

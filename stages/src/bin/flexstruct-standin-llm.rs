@@ -2,7 +2,7 @@
 //! path in tests and benchmarks. It is NOT a model: it answers our own prompts deterministically
 //! from the text in the prompt (items by the rules extractor on the TARGET passage, summaries
 //! from the first facts, relations between the anchor and the entities its facts name, query
-//! entities by the rules, answers from the first piece of evidence, fixed grades), written as JSON
+//! entities and query graphs by the rules, answers from the first piece of evidence, fixed grades), written as JSON
 //! the way a model would, with `usage` and `finish_reason`. It serves `/v1/chat/completions` and
 //! `/v1/embeddings` (hashing vectors) on 127.0.0.1 only, on a free port it writes to `--url-file`.
 //!
@@ -24,6 +24,7 @@ use flexstruct_pipeline::core::ids::sha256_hex;
 use flexstruct_pipeline::core::tokens::TokenCounter;
 use flexstruct_pipeline::models::{Embedder, HashingEmbedder};
 use flexstruct_pipeline::query::entities::rules_query_entities;
+use flexstruct_pipeline::query::paths::rules_query_graph;
 use flexstruct_pipeline::stages::extract::{Extractor, ItemRequest, RulesExtractor};
 use flexstruct_testkit::{FakeLlm, Reply, Request};
 use serde_json::{Value, json};
@@ -246,6 +247,15 @@ fn answer(request: &Request) -> String {
             grades.insert("logical_coherence".into(), json!(score));
             grades.insert("factuality".into(), json!(score));
             return Value::Object(grades).to_string();
+        }
+        if let Some((question, entities)) = rest.split_once("\nENTITIES FOUND IN IT: ") {
+            let entities: Vec<String> = entities.split("; ").filter(|e| !e.is_empty()).map(str::to_owned).collect();
+            let graph = rules_query_graph(question, &entities);
+            let nodes: Vec<Value> =
+                graph.nodes.iter().map(|n| json!({"name": n.mention, "answer": n.answer})).collect();
+            let edges: Vec<Value> =
+                graph.edges.iter().map(|e| json!({"from": e.a, "to": e.b, "relation": e.relation})).collect();
+            return json!({ "nodes": nodes, "edges": edges }).to_string();
         }
         return json!({ "entities": rules_query_entities(rest) }).to_string();
     }

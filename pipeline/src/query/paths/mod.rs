@@ -16,8 +16,11 @@
 //!   question's relation words rank the candidates — unknown labels, paths, subgraphs — by the
 //!   similarity of the kb edges between the matched nodes, since a rules-extracted question
 //!   never names a relation as the document did;
-//! - ψ is rules ([`graph`]), not an LLM prompt, offline; the seed's GNN dominant embeddings are
-//!   replaced by sketches that hold dominance by construction ([`crate::core::dominance`]);
+//! - ψ is the LLM's when `[llm]` is set ([`psi`]), else rules ([`graph`]); the dominant
+//!   embeddings are the seed's GNN (`dominance = "gat"`, trained with the dominance loss) or,
+//!   by default, sketches that hold dominance by construction ([`crate::core::dominance`]) —
+//!   the trained encoder misses true matches where training left a violation, the sketch never
+//!   does;
 //! - the fallback neighbourhood of an entity is its kb edges and the facts (hyperedges) that
 //!   name it: the rules draw binary edges only around well-connected entities, while every
 //!   entity has its facts;
@@ -26,9 +29,11 @@
 //!   query path, [`MAX_COMBINATIONS`] path combinations and [`MAX_SUBGRAPHS`] subgraphs.
 
 pub mod graph;
+pub mod psi;
 pub mod tree;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use arrow::array::{AsArray, FixedSizeListArray, Int32Array, ListArray};
@@ -40,13 +45,14 @@ use self::tree::{PER_NODE, PathTree, QueryBox, Visit};
 use super::kb::{Kb, one_batch};
 use super::retrieve::{QueryInput, Retrieved, Unit};
 use super::scan::{Vectors, dot};
-use crate::core::dominance::{SketchShape, dominated};
+use crate::core::dominance::{Encoder, GatEncoder, SketchShape, dominated};
 use crate::core::names::normalize;
 use crate::core::{Error, IndexProblem, Result};
 use crate::io::Index;
 use crate::io::parquet::{kb_of_derived, part_fingerprint, read_table, string_column, typed};
 
 pub use self::graph::rules_query_graph;
+pub use self::psi::{GraphOrigin, LlmQueryGraphs, QueryGraphs, RulesQueryGraphs};
 
 /// Most kb paths one traversal of the tree collects.
 pub const MAX_MATCHES: usize = 512;
@@ -69,9 +75,10 @@ pub struct PathIndex {
     node_of_norm: HashMap<String, u32>,
     /// Label embeddings o₀, row per node.
     labels: Vectors,
-    /// Dominant embeddings o, `shape_len` per node.
+    /// Dominant embeddings o, `encoder.len()` per node.
     dominant: Vec<f32>,
-    shape: SketchShape,
+    /// How stars became them (the query's stars become theirs the same way).
+    encoder: Encoder,
     /// kb edge rows between two nodes (both orders), in kb order.
     pair_edges: HashMap<(u32, u32), Vec<u32>>,
     /// kb entity rows of each node.
@@ -84,6 +91,55 @@ pub struct PathIndex {
     projection: Vec<f32>,
     /// Figures of the index.
     pub stats: PathStats,
+    /// What the questions retrieved so far did, summed.
+    pub tally: Tally,
+}
+
+/// What the questions retrieved from one path index did, summed (for a run's summary).
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Questions whose graph matched exactly.
+    pub exact: AtomicUsize,
+    /// Questions answered from the neighbourhood.
+    pub neighbourhood: AtomicUsize,
+    /// Questions with no entity that became a node.
+    pub nothing: AtomicUsize,
+    /// R*-tree nodes opened (their MBR met the query box).
+    pub opened: AtomicUsize,
+    /// R*-tree nodes pruned by their MBR.
+    pub pruned: AtomicUsize,
+    /// Leaf paths tested against the full vectors.
+    pub tested: AtomicUsize,
+}
+
+impl Tally {
+    fn add(&self, retrieval: &PathRetrieval) {
+        let outcome = match retrieval.outcome {
+            Outcome::Exact => &self.exact,
+            Outcome::Neighbourhood => &self.neighbourhood,
+            Outcome::Nothing => &self.nothing,
+        };
+        outcome.fetch_add(1, Ordering::Relaxed);
+        self.opened.fetch_add(retrieval.visit.opened, Ordering::Relaxed);
+        self.pruned.fetch_add(retrieval.visit.pruned, Ordering::Relaxed);
+        self.tested.fetch_add(retrieval.visit.tested, Ordering::Relaxed);
+    }
+
+    /// One line for a person: outcomes and the trees' pruning.
+    pub fn summary(&self) -> String {
+        let get = |a: &AtomicUsize| a.load(Ordering::Relaxed);
+        let (opened, pruned) = (get(&self.opened), get(&self.pruned));
+        format!(
+            "exact match {}, neighbourhood {}, no node {}; R*-tree nodes reached {}, pruned by their MBRs {} ({:.1} %), leaf paths tested {}",
+            get(&self.exact),
+            get(&self.neighbourhood),
+            get(&self.nothing),
+            opened + pruned,
+            pruned,
+            100.0 * pruned as f64 / (opened + pruned).max(1) as f64,
+            get(&self.tested)
+        )
+    }
 }
 
 impl std::fmt::Debug for PathIndex {
@@ -115,8 +171,9 @@ pub struct PathQuery<'a> {
     /// The question: its embedding ranks the fallback neighbourhood, its entities' embeddings
     /// normalise the graph's entities.
     pub question: QueryInput<'a>,
-    /// Embeddings of the graph's relation words, by text.
-    pub relations: &'a HashMap<String, Vec<f32>>,
+    /// Embeddings of the graph's relation words, and of its mentions that are not among the
+    /// question's entities (an LLM's graph may name them otherwise), by text.
+    pub texts: &'a HashMap<String, Vec<f32>>,
 }
 
 /// How a question was answered by structure.
@@ -155,7 +212,7 @@ impl PathIndex {
     pub fn load(index: &Index, kb: &Kb) -> Result<PathIndex> {
         let started = Instant::now();
         let mut fingerprints = Vec::new();
-        for table in [Table::KbPathNodes, Table::KbPathMembers, Table::KbPaths] {
+        for table in [Table::KbPathEncoder, Table::KbPathNodes, Table::KbPathMembers, Table::KbPaths] {
             fingerprints.push(part_fingerprint(&index.kb_part(table), table)?);
         }
         if fingerprints.iter().any(Option::is_none) {
@@ -203,8 +260,17 @@ impl PathIndex {
             Ok((list.value_length() as usize, list.values().as_primitive::<Float32Type>().values().to_vec()))
         };
         let (label_dim, label_values) = vectors_of(col::EMBEDDING)?;
-        let (shape_len, dominant) = vectors_of(col::DOMINANT)?;
-        let shape = SketchShape { dims: shape_len.saturating_sub(1) };
+        let (width, dominant) = vectors_of(col::DOMINANT)?;
+        let encoder = read_encoder(index)?;
+        if encoder.len() != width {
+            return Err(damaged(
+                index,
+                format!(
+                    "kb/path_nodes holds dominant embeddings of {width} values, its encoder makes {}",
+                    encoder.len()
+                ),
+            ));
+        }
         let labels = Vectors::new(label_dim, label_values.into());
 
         let mut pair_edges: HashMap<(u32, u32), Vec<u32>> = HashMap::new();
@@ -234,13 +300,14 @@ impl PathIndex {
             norm,
             labels,
             dominant,
-            shape,
+            encoder,
             pair_edges,
             node_entities,
             neighbours,
             paths: Vec::new(),
             projection,
             stats: PathStats::default(),
+            tally: Tally::default(),
         };
         // Members: each path's nodes in order, paths one after the other.
         let (member_path, position, member_node) = (
@@ -301,7 +368,7 @@ impl PathIndex {
     }
 
     fn dominant(&self, node: u32) -> &[f32] {
-        let w = self.shape.len();
+        let w = self.encoder.len();
         &self.dominant[node as usize * w..(node as usize + 1) * w]
     }
 
@@ -309,7 +376,8 @@ impl PathIndex {
     fn reduced(&self, node: u32) -> [f32; PER_NODE] {
         let o0 = self.labels.row(node as usize);
         let (p0, p1) = self.projection.split_at(o0.len());
-        reduce(dot(p0, o0), dot(p1, o0), self.dominant(node), self.shape)
+        let [s0, s1] = self.encoder.reduce(self.dominant(node));
+        [dot(p0, o0), dot(p1, o0), s0, s1]
     }
 
     /// The node a mention of the question stands for: the node of its normalised name, else the
@@ -329,8 +397,14 @@ impl PathIndex {
         })
     }
 
-    /// Structure-guided retrieval for one question.
+    /// Structure-guided retrieval for one question, counted in [`PathIndex::tally`].
     pub fn retrieve(&self, kb: &Kb, query: PathQuery<'_>) -> PathRetrieval {
+        let out = self.retrieve_one(kb, query);
+        self.tally.add(&out);
+        out
+    }
+
+    fn retrieve_one(&self, kb: &Kb, query: PathQuery<'_>) -> PathRetrieval {
         let graph = query.graph;
         let mut out =
             PathRetrieval { rows: Vec::new(), outcome: Outcome::Nothing, notes: Vec::new(), visit: Visit::default() };
@@ -345,6 +419,7 @@ impl PathIndex {
                 .iter()
                 .position(|e| e.eq_ignore_ascii_case(mention))
                 .and_then(|i| query.question.entity_vectors.get(i))
+                .or_else(|| query.texts.get(mention))
                 .map(Vec::as_slice);
             if let Some((v, _)) = self.normalise(mention, vector) {
                 mapped[n] = Some(v);
@@ -358,7 +433,7 @@ impl PathIndex {
         let relation_of = |a: usize, b: usize| -> &[f32] {
             graph
                 .edge_between(a, b)
-                .and_then(|e| query.relations.get(&e.relation))
+                .and_then(|e| query.texts.get(&e.relation))
                 .map_or(query.question.vector, Vec::as_slice)
         };
         let paths = decompose(graph, self.max_length());
@@ -428,14 +503,17 @@ impl PathIndex {
         let length = path.len() - 1;
         let Some((flat, tree)) = self.paths.get(length - 1) else { return Vec::new() };
         // The query nodes' dominant embeddings: known neighbours by name, unknown ones counted.
+        let name = |v: u32| self.norm[v as usize].as_str();
         let sketches: Vec<Vec<f32>> = path
             .iter()
             .map(|&q| {
                 let (known, unknown): (Vec<usize>, Vec<usize>) =
                     graph.neighbours(q).partition(|&n| mapped[n].is_some());
-                let names: Vec<&str> =
-                    known.iter().filter_map(|&n| mapped[n]).map(|v| self.norm[v as usize].as_str()).collect();
-                self.shape.sketch(names.iter().copied(), unknown.len())
+                self.encoder.encode(
+                    mapped[q].map(name),
+                    known.iter().filter_map(|&n| mapped[n]).map(name),
+                    unknown.len(),
+                )
             })
             .collect();
         let score = |nodes: &[u32]| -> f32 {
@@ -532,7 +610,7 @@ impl PathIndex {
         let mut lower = Vec::with_capacity(labels.len() * PER_NODE);
         let mut upper = Vec::with_capacity(labels.len() * PER_NODE);
         for (label, sketch) in labels.iter().zip(sketches) {
-            let at_least = reduce(0.0, 0.0, sketch, self.shape);
+            let at_least = self.encoder.reduce(sketch);
             match label {
                 Some(v) => {
                     let r = self.reduced(*v);
@@ -544,7 +622,7 @@ impl PathIndex {
                     upper.extend([f32::MAX, f32::MAX]);
                 }
             }
-            lower.extend([at_least[2], at_least[3]]);
+            lower.extend(at_least);
             upper.extend([f32::MAX, f32::MAX]);
         }
         QueryBox { lower, upper }
@@ -586,10 +664,29 @@ fn edge_evidence(kb: &Kb, row: u32, score: f32) -> Retrieved {
     }
 }
 
-/// Reduced coordinates: two projections of o₀ and two monotone reductions of o.
-fn reduce(p0: f32, p1: f32, dominant: &[f32], shape: SketchShape) -> [f32; PER_NODE] {
-    let hashed: f32 = dominant[..shape.dims].iter().sum();
-    [p0, p1, hashed, dominant[shape.dims]]
+/// The dominant-embedding encoder of the path index (`kb/path_encoder`).
+fn read_encoder(index: &Index) -> Result<Encoder> {
+    let batch = one_batch(Table::KbPathEncoder, read_table(index, Table::KbPathEncoder)?)?;
+    let (kind, param) = (string_column(&batch, col::KIND)?, string_column(&batch, col::PARAM)?);
+    let (rows, cols) = (typed::<Int32Array>(&batch, col::N_ROWS)?, typed::<Int32Array>(&batch, col::N_COLS)?);
+    let weights = typed::<ListArray>(&batch, col::WEIGHTS)?;
+    let mut params = HashMap::new();
+    for r in 0..batch.num_rows() {
+        let values = weights.value(r).as_primitive::<Float32Type>().values().to_vec();
+        params
+            .insert(param.value(r).to_owned(), (rows.value(r).max(0) as usize, cols.value(r).max(0) as usize, values));
+    }
+    let kinds: HashSet<&str> = kind.iter().flatten().collect();
+    match kinds.into_iter().collect::<Vec<_>>().as_slice() {
+        ["sketch"] => match params.get("hashed_positions") {
+            Some((1, 1, v)) if v.len() == 1 && v[0] >= 2.0 => Ok(Encoder::Sketch(SketchShape { dims: v[0] as usize })),
+            _ => Err(damaged(index, "kb/path_encoder: a sketch needs its hashed_positions (1×1, at least 2)".into())),
+        },
+        ["gat"] => GatEncoder::from_params(&params)
+            .map(Encoder::Gat)
+            .map_err(|problem| damaged(index, format!("kb/path_encoder: {problem}"))),
+        other => Err(damaged(index, format!("kb/path_encoder names encoders {other:?} (one of sketch, gat)"))),
+    }
 }
 
 /// δ: every conflict-free combination of one candidate per query path — each query node one kb

@@ -10,8 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow::array::{FixedSizeListArray, Float32Array, Int32Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field};
+use arrow::array::{FixedSizeListArray, Int32Array, RecordBatch, StringArray};
 use flexstruct_schemas::{Table, col};
 use serde::Serialize;
 
@@ -20,7 +19,7 @@ use super::driver::{BucketOutput, BucketStage, RunContext, run_buckets};
 use crate::core::ids::{chunk_id, sha256_hex, value_fingerprint};
 use crate::core::units::Unit;
 use crate::core::{Error, Result};
-use crate::io::parquet::{read_part, string_column, typed, vector_at};
+use crate::io::parquet::{read_part, string_column, typed, vector_at, vector_lists};
 use crate::io::{Index, StageMetrics};
 use crate::models::Embedder;
 
@@ -227,9 +226,7 @@ fn embed_units(
         }
         flat.extend_from_slice(v);
     }
-    let dim_i32 = i32::try_from(dim).map_err(|_| Error::Internal("embedding dimension overflow".into()))?;
-    let item = Arc::new(Field::new_list_field(DataType::Float32, false));
-    let list = FixedSizeListArray::try_new(item, dim_i32, Arc::new(Float32Array::from(flat)), None)?;
+    let list = vector_lists(flat, dim)?;
     let batch = RecordBatch::try_new(
         Table::Embeddings.schema_with_widths(&[(col::EMBEDDING, dim)]),
         vec![

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::dominance::SketchShape;
 use crate::core::{Error, Result};
+use crate::models::gat::GatTraining;
 
 /// How the nodes' dominant embeddings are made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -12,6 +13,9 @@ pub enum Dominance {
     /// Non-negative count sketches of each node's star: dominance holds by construction.
     #[default]
     Sketch,
+    /// The seed's graph-attention encoder, trained on the kb's graph with the dominance loss:
+    /// dominance as well as training made it (`flexstruct-paths --ablate-dominance` measures it).
+    Gat,
 }
 
 impl Dominance {
@@ -19,6 +23,7 @@ impl Dominance {
     pub fn name(self) -> &'static str {
         match self {
             Dominance::Sketch => "sketch",
+            Dominance::Gat => "gat",
         }
     }
 }
@@ -35,13 +40,21 @@ pub struct PathsConfig {
     /// How dominant embeddings are made.
     pub dominance: Dominance,
     /// Hashed positions of a sketch (it has one more: the neighbour count); each neighbour adds
-    /// to two of them.
+    /// to two of them. The GAT's input features are the sketch of one name.
     pub sketch_dims: usize,
+    /// How the GAT encoder is trained (`dominance = "gat"`).
+    pub gat: GatTraining,
 }
 
 impl Default for PathsConfig {
     fn default() -> Self {
-        PathsConfig { max_length: 3, max_paths_per_node: 32, dominance: Dominance::Sketch, sketch_dims: 64 }
+        PathsConfig {
+            max_length: 3,
+            max_paths_per_node: 32,
+            dominance: Dominance::Sketch,
+            sketch_dims: 64,
+            gat: GatTraining::default(),
+        }
     }
 }
 
@@ -57,10 +70,10 @@ impl PathsConfig {
         if self.sketch_dims < 2 {
             return Err(Error::config("paths.sketch_dims", format!("must be at least 2, not {}", self.sketch_dims)));
         }
-        Ok(())
+        self.gat.validate()
     }
 
-    /// The shape of the dominant embeddings.
+    /// The shape of the sketches (and of the GAT's input features).
     pub fn shape(&self) -> SketchShape {
         SketchShape { dims: self.sketch_dims }
     }

@@ -6,50 +6,55 @@
 //! the same name in another), its edges the kb's binary relations (`kb/edges`, undirected, with
 //! their verbatim source spans). Per node: the label embedding o₀(v) — the index's embedding
 //! model on the node's label alone — and the dominant embedding o(v) of its 1-hop star
-//! ([`crate::core::dominance`]). Paths of 1 to `max_length` edges are enumerated from every node,
+//! ([`crate::core::dominance`]: a sketch, or the seed's GAT trained here on this graph by
+//! [`crate::models::gat`]). Paths of 1 to `max_length` edges are enumerated from every node,
 //! simple (no node twice), its neighbours rarest first and at most `max_paths_per_node` of each
 //! length, so the index stays linear in the edges; both directions of a path are kept, each from
 //! its own start node. The R*-tree over the paths' reduced embeddings is built from these tables
-//! when a query needs it (bulk loading takes well under a second at these sizes): the tables are
-//! the index, SQL-inspectable like every other.
+//! when a query needs it (reading the tables and bulk loading took 7 s for 2wiki's 240 k paths,
+//! dev profile): the tables are the index, SQL-inspectable like every other.
 //!
-//! Tables (one part each, global like `kb/thresholds`): `kb/path_nodes` (node, label, its entity
-//! rows, degree, o₀, o), `kb/paths` (path, length, end nodes) and `kb/path_members` (each
-//! path's nodes in order, with the edge that leads to each). All three carry one fingerprint —
+//! Tables (one part each, global like `kb/thresholds`): `kb/path_encoder` (how o was made: the
+//! sketch's width or the GAT's weights, one parameter a row), `kb/path_nodes` (node, label, its
+//! entity rows, degree, o₀, o), `kb/paths` (path, length, end nodes) and `kb/path_members` (each
+//! path's nodes in order, with the edge that leads to each). All four carry one fingerprint —
 //! the kb's own fingerprint and that of the stage version, the `[paths]` section and the embedding
 //! model — so a query can tell a path index built from another kb, and a rerun on the same kb
 //! does nothing.
 
+pub mod ablation;
 pub mod config;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, FixedSizeListArray, Float32Array, Int32Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field};
+use arrow::array::{ArrayRef, Int32Array, RecordBatch, StringArray};
 use flexstruct_schemas::{Table, col};
 use rayon::prelude::*;
 use serde::Serialize;
 
+pub use self::ablation::{DominanceAblation, ablate_dominance};
 pub use self::config::{Dominance, PathsConfig};
 use super::Stage;
 use super::driver::RunContext;
+use crate::core::dominance::Encoder;
 use crate::core::ids::{fingerprint, stable_id, value_fingerprint};
-use crate::core::{Error, Result};
+use crate::core::{Error, IndexProblem, Result};
 use crate::io::parquet::{
-    derived_fingerprint, one_merge_fingerprint, output_fingerprint, read_columns, string_column, string_lists,
-    write_part,
+    derived_fingerprint, float_lists, one_merge_fingerprint, output_fingerprint, read_columns, string_column,
+    string_lists, vector_lists, write_part,
 };
-use crate::io::{Shard, StageMetrics};
+use crate::io::{Index, Shard, StageMetrics};
 use crate::models::Embedder;
+use crate::models::gat::{self, TrainStats};
 
 /// Stage name.
 pub const STAGE: &str = Stage::Paths.name();
-const VERSION: &str = "1";
+const VERSION: &str = "2";
 /// Labels embedded per call of the embedder.
 const LABEL_BATCH: usize = 256;
 /// The path index's tables, in the order they are written (the one a reader checks last, last).
-pub const TABLES: [Table; 3] = [Table::KbPathNodes, Table::KbPathMembers, Table::KbPaths];
+pub const TABLES: [Table; 4] = [Table::KbPathEncoder, Table::KbPathNodes, Table::KbPathMembers, Table::KbPaths];
 
 /// The paths stage's own figures of a run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -66,6 +71,10 @@ pub struct PathsDetails {
     pub paths: BTreeMap<String, u64>,
     /// Seconds spent embedding node labels.
     pub label_seconds: f64,
+    /// Seconds spent training the GAT encoder (0 for sketches).
+    pub train_seconds: f64,
+    /// The GAT's dominance loss at its first and last step (0 for sketches).
+    pub train_loss: [f32; 2],
 }
 
 /// What a paths run did.
@@ -82,9 +91,20 @@ struct Graph {
     entities: Vec<Vec<String>>,
     /// Neighbours of each node with the edge id (the smallest) joining them, by node.
     neighbours: Vec<Vec<(u32, String)>>,
+    /// kb rows read to build it.
+    rows_read: u64,
 }
 
 impl Graph {
+    /// The graph of the kb of `index`, with the rows it read.
+    fn read(index: &Index) -> Result<Graph> {
+        let entities = read_columns(index, Table::KbEntities, &[col::ENTITY_ID, col::NAME, col::NORM_NAME])?;
+        let edges = read_columns(index, Table::KbEdges, &[col::EDGE_ID, col::SOURCE_ID, col::TARGET_ID])?;
+        let mut graph = Graph::build(&entities, &edges)?;
+        graph.rows_read = (entities.iter().chain(&edges)).map(|b| b.num_rows() as u64).sum();
+        Ok(graph)
+    }
+
     fn build(entity_batches: &[RecordBatch], edge_batches: &[RecordBatch]) -> Result<Graph> {
         let mut names: BTreeMap<String, (BTreeMap<String, usize>, Vec<String>)> = BTreeMap::new();
         let mut node_of_entity: HashMap<String, String> = HashMap::new();
@@ -144,6 +164,30 @@ impl Graph {
         Ok(graph)
     }
 
+    /// The dominant-embedding encoder the configuration asks for (a GAT trained on this graph,
+    /// with what its training did).
+    fn encoder(&self, config: &PathsConfig) -> Result<(Encoder, Option<TrainStats>)> {
+        Ok(match config.dominance {
+            Dominance::Sketch => (Encoder::Sketch(config.shape()), None),
+            Dominance::Gat => {
+                let neighbours = self.neighbour_nodes();
+                let (gat, stats) = gat::train(&self.norm, &neighbours, config.shape(), &config.gat)?;
+                (Encoder::Gat(gat), Some(stats))
+            }
+        })
+    }
+
+    /// Each node's neighbours, without the edges.
+    fn neighbour_nodes(&self) -> Vec<Vec<u32>> {
+        self.neighbours.iter().map(|n| n.iter().map(|(u, _)| *u).collect()).collect()
+    }
+
+    /// The dominant embedding of node `v`'s whole star.
+    fn encode(&self, encoder: &Encoder, v: usize) -> Vec<f32> {
+        let names = self.neighbours[v].iter().map(|(u, _)| self.norm[*u as usize].as_str());
+        encoder.encode(Some(&self.norm[v]), names, 0)
+    }
+
     /// Simple paths of `length` edges from `start`, neighbours rarest first (then by name), at
     /// most `cap` of them: each as its nodes and the edges between them.
     fn paths_from(&self, start: u32, length: usize, cap: usize) -> Vec<(Vec<u32>, Vec<&str>)> {
@@ -195,7 +239,13 @@ pub fn run(ctx: &RunContext<'_>, config: &PathsConfig, embedder: &dyn Embedder) 
         ));
     }
     let kb = one_merge_fingerprint(index)?;
-    let fp = derived_fingerprint(&kb, &fingerprint(&[STAGE, VERSION, &value_fingerprint(config)?, embedder.model()]));
+    // The GAT's training settings matter only to a GAT index.
+    let settings = match config.dominance {
+        Dominance::Sketch => PathsConfig { gat: Default::default(), ..config.clone() },
+        Dominance::Gat => config.clone(),
+    };
+    let fp =
+        derived_fingerprint(&kb, &fingerprint(&[STAGE, VERSION, &value_fingerprint(&settings)?, embedder.model()]));
     let mut metrics = PathsMetrics {
         stage: STAGE.to_owned(),
         shard: ctx.shard.to_string(),
@@ -216,10 +266,19 @@ pub fn run(ctx: &RunContext<'_>, config: &PathsConfig, embedder: &dyn Embedder) 
         metrics.seconds = started.elapsed().as_secs_f64();
         return Ok(metrics);
     }
-    let entities = read_columns(index, Table::KbEntities, &[col::ENTITY_ID, col::NAME, col::NORM_NAME])?;
-    let edges = read_columns(index, Table::KbEdges, &[col::EDGE_ID, col::SOURCE_ID, col::TARGET_ID])?;
-    metrics.rows_in = (entities.iter().chain(&edges)).map(|b| b.num_rows() as u64).sum();
-    let graph = Graph::build(&entities, &edges)?;
+    // Label embeddings must be comparable with the kb's (a query normalises with its vectors).
+    for batch in read_columns(index, Table::KbEntities, &[col::MODEL])? {
+        if let Some(other) = string_column(&batch, col::MODEL)?.iter().flatten().find(|m| *m != embedder.model()) {
+            let problem = IndexProblem::ModelMismatch {
+                table: Table::KbEntities.to_string(),
+                found: other.to_owned(),
+                configured: embedder.model().to_owned(),
+            };
+            return Err(Error::index(index.root(), problem));
+        }
+    }
+    let graph = Graph::read(index)?;
+    metrics.rows_in = graph.rows_read;
     let n = graph.norm.len();
     ctx.progress.start(n.div_ceil(LABEL_BATCH) as u64 + 1);
 
@@ -233,15 +292,16 @@ pub fn run(ctx: &RunContext<'_>, config: &PathsConfig, embedder: &dyn Embedder) 
         ctx.progress.advance(1);
     }
     metrics.details.label_seconds = label_started.elapsed().as_secs_f64();
-    let shape = config.shape();
-    let dominant: Vec<f32> = (0..n)
-        .into_par_iter()
-        .flat_map_iter(|v| shape.sketch(graph.neighbours[v].iter().map(|(u, _)| graph.norm[*u as usize].as_str()), 0))
-        .collect();
+    let (encoder, trained) = graph.encoder(config)?;
+    if let Some(trained) = trained {
+        metrics.details.train_seconds = trained.seconds;
+        metrics.details.train_loss = [trained.first_loss, trained.last_loss];
+    }
+    let dominant: Vec<f32> = (0..n).into_par_iter().flat_map_iter(|v| graph.encode(&encoder, v)).collect();
 
     let node_ids: Vec<String> = graph.norm.iter().map(|norm| stable_id("node", &[norm])).collect();
     let nodes = RecordBatch::try_new(
-        Table::KbPathNodes.schema_with_widths(&[(col::EMBEDDING, embedder.dim()), (col::DOMINANT, shape.len())]),
+        Table::KbPathNodes.schema_with_widths(&[(col::EMBEDDING, embedder.dim()), (col::DOMINANT, encoder.len())]),
         vec![
             Arc::new(StringArray::from(node_ids.clone())) as ArrayRef,
             Arc::new(StringArray::from(graph.label.clone())),
@@ -249,8 +309,8 @@ pub fn run(ctx: &RunContext<'_>, config: &PathsConfig, embedder: &dyn Embedder) 
             Arc::new(Int32Array::from_iter_values(graph.neighbours.iter().map(|n| n.len() as i32))),
             Arc::new(string_lists(graph.entities.iter().map(Vec::as_slice))),
             Arc::new(StringArray::from(vec![embedder.model(); n])),
-            Arc::new(fixed_lists(&labels, embedder.dim())?),
-            Arc::new(fixed_lists(&dominant, shape.len())?),
+            Arc::new(vector_lists(labels, embedder.dim())?),
+            Arc::new(vector_lists(dominant, encoder.len())?),
         ],
     )?;
 
@@ -298,7 +358,8 @@ pub fn run(ctx: &RunContext<'_>, config: &PathsConfig, embedder: &dyn Embedder) 
     metrics.details.nodes = n as u64;
     metrics.details.edges = graph.neighbours.iter().map(|n| n.len() as u64).sum::<u64>() / 2;
     metrics.rows_out = (nodes.num_rows() + paths.num_rows()) as u64;
-    for (table, batch) in TABLES.into_iter().zip([&nodes, &members, &paths]) {
+    let encoder_batch = encoder_table(&encoder)?;
+    for (table, batch) in TABLES.into_iter().zip([&encoder_batch, &nodes, &members, &paths]) {
         write_part(&index.kb_part(table), table, &fp, std::slice::from_ref(batch))?;
     }
     metrics.units_done = 1;
@@ -307,8 +368,26 @@ pub fn run(ctx: &RunContext<'_>, config: &PathsConfig, embedder: &dyn Embedder) 
     Ok(metrics)
 }
 
-/// `values` as fixed-size lists of `width` floats.
-fn fixed_lists(values: &[f32], width: usize) -> Result<FixedSizeListArray> {
-    let item = Arc::new(Field::new_list_field(DataType::Float32, false));
-    Ok(FixedSizeListArray::try_new(item, width as i32, Arc::new(Float32Array::from(values.to_vec())), None)?)
+/// The encoder as a table, one parameter a row: a sketch's hashed positions, or the GAT's
+/// weight matrices.
+fn encoder_table(encoder: &Encoder) -> Result<RecordBatch> {
+    let sketch_dims;
+    let params: Vec<(&str, usize, usize, &[f32])> = match encoder {
+        Encoder::Sketch(shape) => {
+            sketch_dims = [shape.dims as f32];
+            vec![("hashed_positions", 1, 1, &sketch_dims)]
+        }
+        Encoder::Gat(gat) => gat.params().to_vec(),
+    };
+    let weights = float_lists(params.iter().map(|p| p.3));
+    Ok(RecordBatch::try_new(
+        Table::KbPathEncoder.schema(),
+        vec![
+            Arc::new(StringArray::from(vec![encoder.kind(); params.len()])) as ArrayRef,
+            Arc::new(StringArray::from_iter_values(params.iter().map(|p| p.0))),
+            Arc::new(Int32Array::from_iter_values(params.iter().map(|p| p.1 as i32))),
+            Arc::new(Int32Array::from_iter_values(params.iter().map(|p| p.2 as i32))),
+            Arc::new(weights),
+        ],
+    )?)
 }

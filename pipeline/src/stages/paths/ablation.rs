@@ -74,7 +74,7 @@ fn query_star(v: u32, neighbours: &[u32], rng: &mut fastrand::Rng) -> Star {
 /// Measures the sketch and the GAT (trained as `config` says) on the kb graph of `index`.
 pub fn ablate_dominance(index: &Index, config: &PathsConfig) -> Result<Vec<DominanceAblation>> {
     config.validate()?;
-    let graph = Graph::read(index)?;
+    let graph = Graph::read(index, None)?;
     let neighbours = graph.neighbour_nodes();
     let with_edges: Vec<u32> = (0..graph.norm.len() as u32).filter(|&v| !neighbours[v as usize].is_empty()).collect();
     let mut rng = fastrand::Rng::with_seed(SEED);
@@ -83,12 +83,14 @@ pub fn ablate_dominance(index: &Index, config: &PathsConfig) -> Result<Vec<Domin
         let v = with_edges[rng.usize(0..with_edges.len())];
         stars.push((v, query_star(v, &neighbours[v as usize], &mut rng)));
     }
-    let queries: Vec<&Star> = stars.iter().map(|(_, s)| s).filter(|s| s.centre.is_none()).take(QUERIES).collect();
+    // Of the drawn stars, those with an unknown centre, by position.
+    let queries: Vec<usize> = (0..stars.len()).filter(|&i| stars[i].1.centre.is_none()).take(QUERIES).collect();
     // The truth: which nodes' stars contain each query star.
     let sets: Vec<HashSet<u32>> = neighbours.iter().map(|n| n.iter().copied().collect()).collect();
     let containing: Vec<Vec<bool>> = queries
         .par_iter()
-        .map(|s| {
+        .map(|&q| {
+            let s = &stars[q].1;
             sets.iter().map(|n| n.len() >= s.known.len() + s.unknown && s.known.iter().all(|u| n.contains(u))).collect()
         })
         .collect();
@@ -100,14 +102,14 @@ pub fn ablate_dominance(index: &Index, config: &PathsConfig) -> Result<Vec<Domin
         let started = Instant::now();
         let nodes: Vec<Vec<f32>> = (0..graph.norm.len()).into_par_iter().map(|v| graph.encode(&encoder, v)).collect();
         let encode_seconds = started.elapsed().as_secs_f64();
-        let encode = |s: &Star| embed(&graph, &encoder, s);
-        let violations = stars.par_iter().filter(|(v, s)| !dominated(&encode(s), &nodes[*v as usize])).count();
+        let encoded: Vec<Vec<f32>> = stars.par_iter().map(|(_, s)| embed(&graph, &encoder, s)).collect();
+        let violations = stars.iter().zip(&encoded).filter(|((v, _), o)| !dominated(o, &nodes[*v as usize])).count();
         let per_query: Vec<(f64, f64, f64)> = queries
             .par_iter()
             .zip(&containing)
-            .map(|(s, truth)| {
-                let o = encode(s);
-                let kept: Vec<bool> = nodes.iter().map(|n| dominated(&o, n)).collect();
+            .map(|(&q, truth)| {
+                let o = &encoded[q];
+                let kept: Vec<bool> = nodes.iter().map(|n| dominated(o, n)).collect();
                 let n = nodes.len() as f64;
                 let contain = truth.iter().filter(|t| **t).count();
                 let missed = truth.iter().zip(&kept).filter(|(t, k)| **t && !**k).count();

@@ -96,9 +96,24 @@ struct Graph {
 }
 
 impl Graph {
-    /// The graph of the kb of `index`, with the rows it read.
-    fn read(index: &Index) -> Result<Graph> {
-        let entities = read_columns(index, Table::KbEntities, &[col::ENTITY_ID, col::NAME, col::NORM_NAME])?;
+    /// The graph of the kb of `index`, with the rows it read; with `model`, after checking that
+    /// the kb's vectors are of that model (label embeddings must be comparable with them: a
+    /// query normalises with its vectors).
+    fn read(index: &Index, model: Option<&str>) -> Result<Graph> {
+        let entities =
+            read_columns(index, Table::KbEntities, &[col::ENTITY_ID, col::NAME, col::NORM_NAME, col::MODEL])?;
+        if let Some(model) = model {
+            for batch in &entities {
+                if let Some(other) = string_column(batch, col::MODEL)?.iter().flatten().find(|m| *m != model) {
+                    let problem = IndexProblem::ModelMismatch {
+                        table: Table::KbEntities.to_string(),
+                        found: other.to_owned(),
+                        configured: model.to_owned(),
+                    };
+                    return Err(Error::index(index.root(), problem));
+                }
+            }
+        }
         let edges = read_columns(index, Table::KbEdges, &[col::EDGE_ID, col::SOURCE_ID, col::TARGET_ID])?;
         let mut graph = Graph::build(&entities, &edges)?;
         graph.rows_read = (entities.iter().chain(&edges)).map(|b| b.num_rows() as u64).sum();
@@ -266,18 +281,7 @@ pub fn run(ctx: &RunContext<'_>, config: &PathsConfig, embedder: &dyn Embedder) 
         metrics.seconds = started.elapsed().as_secs_f64();
         return Ok(metrics);
     }
-    // Label embeddings must be comparable with the kb's (a query normalises with its vectors).
-    for batch in read_columns(index, Table::KbEntities, &[col::MODEL])? {
-        if let Some(other) = string_column(&batch, col::MODEL)?.iter().flatten().find(|m| *m != embedder.model()) {
-            let problem = IndexProblem::ModelMismatch {
-                table: Table::KbEntities.to_string(),
-                found: other.to_owned(),
-                configured: embedder.model().to_owned(),
-            };
-            return Err(Error::index(index.root(), problem));
-        }
-    }
-    let graph = Graph::read(index)?;
+    let graph = Graph::read(index, Some(embedder.model()))?;
     metrics.rows_in = graph.rows_read;
     let n = graph.norm.len();
     ctx.progress.start(n.div_ceil(LABEL_BATCH) as u64 + 1);

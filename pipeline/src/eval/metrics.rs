@@ -129,6 +129,35 @@ pub fn doc_recall(gold: &[String], cited: &HashSet<&str>) -> Option<f64> {
     Some(gold.iter().filter(|d| cited.contains(d.as_str())).count() as f64 / gold.len() as f64)
 }
 
+/// SG-RAG's measures of one question over the labels structure matching gave the node asked
+/// for (best subgraph first): Hit@1 (the first label is a gold answer), recall (some label is:
+/// the gold answers are aliases of one answer, so recall is 0 or 1) and F1 of that recall with
+/// the precision (the share of the labels that are a gold answer). A label is a gold answer when
+/// both normalise alike (as [`exact_match`]). No labels score 0; `None` without a gold answer.
+pub fn label_scores(labels: &[String], golds: &[String]) -> Option<LabelScores> {
+    let golds: HashSet<String> = golds.iter().map(|g| normalize_answer(g)).filter(|g| !g.is_empty()).collect();
+    if golds.is_empty() {
+        return None;
+    }
+    let correct: Vec<bool> = labels.iter().map(|l| golds.contains(&normalize_answer(l))).collect();
+    let hits = correct.iter().filter(|&&c| c).count();
+    let recall = if hits > 0 { 1.0 } else { 0.0 };
+    let precision = if labels.is_empty() { 0.0 } else { hits as f64 / labels.len() as f64 };
+    let f1 = if hits > 0 { 2.0 * precision * recall / (precision + recall) } else { 0.0 };
+    Some(LabelScores { hit_at_1: if correct.first() == Some(&true) { 1.0 } else { 0.0 }, recall, f1 })
+}
+
+/// [`label_scores`] of one question.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LabelScores {
+    /// The first label is a gold answer (0/1).
+    pub hit_at_1: f64,
+    /// Some label is (0/1).
+    pub recall: f64,
+    /// F1 of recall and precision.
+    pub f1: f64,
+}
+
 /// Mean of the values (`None` when there are none).
 pub fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
     let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
@@ -209,5 +238,20 @@ mod tests {
         assert_eq!(doc_recall_at(&[], &ranked, 5), None);
         assert_eq!(percentile(&[3.0, 1.0, 2.0], 0.5), Some(2.0));
         assert_eq!(mean([1.0, 2.0].into_iter()), Some(1.5));
+    }
+
+    #[test]
+    fn label_scores_follow_sg_rag() {
+        let scores = |labels: &[&str], golds: &[&str]| label_scores(&g(labels), &g(golds));
+        let one = |hit_at_1, recall, f1| Some(LabelScores { hit_at_1, recall, f1 });
+        assert_eq!(scores(&["The Eiffel Tower"], &["Eiffel tower"]), one(1.0, 1.0, 1.0));
+        // Second of four: precision 1/4, recall 1 → F1 0.4; not a hit at 1.
+        assert_eq!(scores(&["Lyon", "Paris", "Nice", "Metz"], &["paris"]), one(0.0, 1.0, 0.4));
+        // Aliases of one answer: two labels matching two aliases are both right.
+        assert_eq!(scores(&["NYC", "New York"], &["New York", "NYC"]), one(1.0, 1.0, 1.0));
+        // A label containing the answer is not the answer.
+        assert_eq!(scores(&["Port of Spain"], &["Spain"]), one(0.0, 0.0, 0.0));
+        assert_eq!(scores(&[], &["x"]), one(0.0, 0.0, 0.0));
+        assert_eq!(scores(&["x"], &["", "the"]), None);
     }
 }

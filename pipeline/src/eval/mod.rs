@@ -26,8 +26,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use self::judge::{GradeRequest, Judge};
-use self::metrics::{ContextText, doc_recall, doc_recall_at, exact_match, f1, mean, percentile};
+use self::metrics::{ContextText, doc_recall, doc_recall_at, exact_match, f1, label_scores, mean, percentile};
 use crate::core::{Error, Result};
+use crate::query::paths::Outcome;
 use crate::query::{Engine, Prepared, QueryConfig, Question, read_question_records};
 
 /// One question of an evaluation set (`questions.jsonl` of `../qa/<set>/`).
@@ -117,6 +118,15 @@ pub struct Row {
     pub doc_recall_at_2: Option<f64>,
     /// Share of the gold documents among the first 5 distinct documents of the context.
     pub doc_recall_at_5: Option<f64>,
+    /// The question's graph matched the kb exactly (0/1; `--mode paths` only).
+    pub subgraph_exact: Option<f64>,
+    /// SG-RAG's Hit@1 over the matched labels of the node asked for (`--mode paths` only;
+    /// [`metrics::label_scores`]).
+    pub subgraph_hit_at_1: Option<f64>,
+    /// SG-RAG's recall over those labels.
+    pub subgraph_recall: Option<f64>,
+    /// SG-RAG's F1 over those labels.
+    pub subgraph_f1: Option<f64>,
     /// Context tokens (cl100k) used.
     pub context_tokens: usize,
     /// The variant's context cap (0: none).
@@ -162,6 +172,7 @@ pub fn evaluate(
             // The direct answer when the generator gave it apart (an LLM's `Answer:` line).
             let scored = a.short_answer.as_deref().unwrap_or(&a.answer);
             let f1 = f1(scored, &q.answers);
+            let labels = a.structure.as_ref().and_then(|s| label_scores(&s.answers, &q.answers));
             Row {
                 variant: variant.label.clone(),
                 mode: variant.config.mode.name().to_owned(),
@@ -180,6 +191,10 @@ pub fn evaluate(
                 doc_recall: doc_recall(&q.doc_ids, &docs),
                 doc_recall_at_2: doc_recall_at(&q.doc_ids, &ranked, 2),
                 doc_recall_at_5: doc_recall_at(&q.doc_ids, &ranked, 5),
+                subgraph_exact: a.structure.as_ref().map(|s| f64::from(u8::from(s.outcome == Outcome::Exact))),
+                subgraph_hit_at_1: labels.map(|l| l.hit_at_1),
+                subgraph_recall: labels.map(|l| l.recall),
+                subgraph_f1: labels.map(|l| l.f1),
                 context_tokens: a.context_tokens,
                 context_cap: variant.config.max_context_tokens,
                 retrieval_ms: a.retrieval_ms,
@@ -216,6 +231,14 @@ pub struct Stats {
     pub doc_recall_at_2: Option<f64>,
     /// Document recall@5 ×100.
     pub doc_recall_at_5: Option<f64>,
+    /// Questions whose graph matched the kb exactly ×100 (`--mode paths` only).
+    pub subgraph_exact: Option<f64>,
+    /// SG-RAG's Hit@1 ×100 (`--mode paths` only).
+    pub subgraph_hit_at_1: Option<f64>,
+    /// SG-RAG's recall ×100 (`--mode paths` only).
+    pub subgraph_recall: Option<f64>,
+    /// SG-RAG's F1 ×100 (`--mode paths` only).
+    pub subgraph_f1: Option<f64>,
     /// Mean context tokens used.
     pub context_tokens_mean: Option<f64>,
     /// The context cap of the variant (0: none; the largest when rows differ).
@@ -261,6 +284,10 @@ pub fn stats(rows: &[&Row], by_type: bool) -> Stats {
         doc_recall: pct(rows.iter().filter_map(|r| r.doc_recall)),
         doc_recall_at_2: pct(rows.iter().filter_map(|r| r.doc_recall_at_2)),
         doc_recall_at_5: pct(rows.iter().filter_map(|r| r.doc_recall_at_5)),
+        subgraph_exact: pct(rows.iter().filter_map(|r| r.subgraph_exact)),
+        subgraph_hit_at_1: pct(rows.iter().filter_map(|r| r.subgraph_hit_at_1)),
+        subgraph_recall: pct(rows.iter().filter_map(|r| r.subgraph_recall)),
+        subgraph_f1: pct(rows.iter().filter_map(|r| r.subgraph_f1)),
         context_tokens_mean: round2(mean(rows.iter().map(|r| r.context_tokens as f64))),
         context_cap: rows.iter().map(|r| r.context_cap).max(),
         retrieval_ms_p50: round2(percentile(&latencies, 0.5)),
@@ -304,6 +331,10 @@ mod tests {
             doc_recall: None,
             doc_recall_at_2: None,
             doc_recall_at_5: None,
+            subgraph_exact: None,
+            subgraph_hit_at_1: None,
+            subgraph_recall: None,
+            subgraph_f1: None,
             context_tokens: 100,
             context_cap: 0,
             retrieval_ms: ms,

@@ -60,6 +60,38 @@ pub fn summary_table(summary: &[(String, Stats)]) -> String {
     s
 }
 
+/// SG-RAG's own measures of the variants that match structure (`--mode paths`), overall and
+/// per question type, in Markdown; empty when no variant does.
+pub fn structure_table(summary: &[(String, Stats)]) -> String {
+    let mut s = String::new();
+    let mut line = |name: &str, kind: &str, st: &Stats| {
+        if st.subgraph_exact.is_some() {
+            let _ = writeln!(
+                s,
+                "| {name} | {kind} | {} | {} | {} | {} | {} |",
+                st.n,
+                cell(st.subgraph_exact),
+                cell(st.subgraph_hit_at_1),
+                cell(st.subgraph_recall),
+                cell(st.subgraph_f1)
+            );
+        }
+    };
+    for (name, st) in summary {
+        line(name, "all", st);
+        for (kind, per) in st.by_type.iter().flatten() {
+            line(name, kind, per);
+        }
+    }
+    if s.is_empty() {
+        return s;
+    }
+    format!(
+        "\n## Structure matching (SG-RAG's measures)\n\nExact: questions whose graph matched the kb exactly (the rest got the 1-hop neighbourhood). Hit@1, recall and F1 score the labels the matched subgraphs give the node asked for, best subgraph first, against the gold answers (normalised equality; no match scores 0).\n\n\
+         | variant | type | n | exact | Hit@1 | recall | F1 |\n|---|---|---:|---:|---:|---:|---:|\n{s}"
+    )
+}
+
 /// The paired differences in Markdown.
 pub fn paired_table(pairs: &[Paired]) -> String {
     let mut s = String::from(
@@ -122,6 +154,7 @@ pub fn write(
             let _ = write!(md, "\n### {t}\n\n{}", summary_table(&per));
         }
     }
+    md.push_str(&structure_table(summary));
     if !pairs.is_empty() {
         let _ = write!(
             md,

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use serde::Serialize;
 
 use super::kb::{Kb, Span};
-use super::retrieve::{Retrieved, Unit};
+use super::retrieve::{Retrieved, StructureMatch, Unit};
 use crate::core::ids::chunk_id;
 use crate::core::tokens::TokenCounter;
 
@@ -61,6 +61,8 @@ pub struct Context {
     pub tokens: usize,
     /// What the retrieval had to say (a threshold nothing passed), for the answer's reader.
     pub notes: Vec<String>,
+    /// What structure matching gave (`--mode paths` only).
+    pub structure: Option<StructureMatch>,
 }
 
 fn piece(text: &str, span: Option<Span>) -> Piece {
@@ -240,7 +242,7 @@ impl Context {
             kept.push(e);
         }
         let tokens = kept.iter().map(|e| e.tokens).sum();
-        Context { evidence: kept, trimmed, tokens, notes: Vec::new() }
+        Context { evidence: kept, trimmed, tokens, notes: Vec::new(), structure: None }
     }
 
     /// The numbered evidence lines given to the generator.
@@ -403,7 +405,7 @@ mod tests {
                 .map(|(i, t)| evidence(t, (i % 2 == 0).then_some(i as i64 * 10)))
                 .collect();
             let sum: usize = evidence.iter().enumerate().map(|(i, e)| counter.count(&line(i + 1, e))).sum();
-            let context = Context { evidence, trimmed: 0, tokens: 0, notes: Vec::new() };
+            let context = Context { evidence, trimmed: 0, tokens: 0, notes: Vec::new(), structure: None };
             prop_assert_eq!(sum, counter.count(&context.render()));
         }
     }

@@ -45,7 +45,7 @@ use self::context::{Context, Evidence};
 pub use self::entities::{LlmQueryEntities, QueryEntities, RulesQueryEntities, rules_query_entities};
 pub use self::generate::{AnswerOptions, Answerer, ExtractiveAnswerer, LlmAnswerer};
 use self::kb::{Kb, Span};
-use self::paths::{GraphOrigin, PathIndex, PathQuery, QueryGraphs, RulesQueryGraphs};
+use self::paths::{GraphOrigin, PathIndex, PathQuery, QueryGraphs, RulesQueryGraphs, StructureMatch};
 use self::retrieve::{EntityMatch, Modules, QueryInput, Retrieval};
 use crate::core::backend::BackendId;
 use crate::core::tokens::TokenCounter;
@@ -118,6 +118,10 @@ pub struct Answer {
     /// What the retrieval had to say, e.g. a similarity threshold that no unit passed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// What structure matching gave (`--mode paths`): exact match or fallback, and the labels
+    /// the matched subgraphs give the nodes the question asks for, best first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structure: Option<StructureMatch>,
 }
 
 /// The label of a strategy with its toggles: `hybrid`, `hybrid w/o ER+SSC`, `hybrid-paper` (the
@@ -320,7 +324,12 @@ impl Engine {
                         .notes
                         .push(format!("paths: the LLM's query graph was unusable ({why}); the rules' instead")),
                 }
-                Retrieval { rows: found.rows, notes: found.notes, ..Retrieval::default() }
+                Retrieval {
+                    rows: found.rows,
+                    notes: found.notes,
+                    structure: Some(found.structure),
+                    ..Retrieval::default()
+                }
             })
             .collect())
     }
@@ -406,6 +415,7 @@ impl Engine {
                     &self.counter,
                 );
                 context.notes = retrieval.notes;
+                context.structure = retrieval.structure;
                 (context, retrieval.entity_matches, started.elapsed().as_secs_f64() * 1000.0)
             })
             .collect();
@@ -454,6 +464,7 @@ impl Engine {
                 trimmed: context.trimmed,
                 error: a.error,
                 notes: context.notes,
+                structure: context.structure,
             })
             .collect())
     }

@@ -169,6 +169,31 @@ pub struct Retrieval {
     /// What the reader of the answer should know about the retrieval: a similarity threshold
     /// that no unit of a kind passed.
     pub notes: Vec<String>,
+    /// What structure matching gave (`--mode paths` only).
+    pub structure: Option<StructureMatch>,
+}
+
+/// How a question was answered by structure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Subgraphs isomorphic to the query graph were found.
+    Exact,
+    /// None: the 1-hop neighbourhood of the question's entities.
+    Neighbourhood,
+    /// No entity of the question became a node.
+    Nothing,
+}
+
+/// What structure matching gave one question: for the answer's reader and SG-RAG's own
+/// measures (Hit@1, recall and F1 of the answer over the matched labels).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StructureMatch {
+    /// Exact match, the neighbourhood fallback, or no node at all.
+    pub outcome: Outcome,
+    /// The labels the matched subgraphs give the nodes asked for (the query graph's answer node;
+    /// without one, its unknown nodes), best subgraph first, each once; empty without a match.
+    pub answers: Vec<String>,
 }
 
 fn hits(unit: Unit, hits: Vec<Hit>) -> impl Iterator<Item = Retrieved> {

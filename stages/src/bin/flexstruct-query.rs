@@ -180,6 +180,9 @@ fn for_a_person(a: &Answer, index: &Index, show: usize) -> anyhow::Result<String
     for note in &a.notes {
         s.push_str(&format!("   note: {note}\n"));
     }
+    if let Some(structure) = a.structure.as_ref().filter(|s| !s.answers.is_empty()) {
+        s.push_str(&format!("   matched for the node asked for: {}\n", structure.answers.join("; ")));
+    }
     for c in &a.citations {
         s.push_str(&format!(
             "   cited: {} [{}..{}] \"{}\"\n",

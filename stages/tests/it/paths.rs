@@ -86,6 +86,32 @@ fn the_path_index_agrees_with_the_kb_and_answers_say_how_the_structure_matched()
     let festival = answers.iter().find(|a| a["question"] == "Where is the Harbour Lights Festival held?").unwrap();
     assert!(note(festival).starts_with("paths: exact match"), "{festival:#}");
     assert!(festival["evidence"][0]["text"].as_str().unwrap().contains("Port Ellery"), "{festival:#}");
+    // The structure says what matched: the label of the node asked for, best subgraph first;
+    // a fallback matched no label.
+    assert_eq!(festival["structure"]["outcome"], "exact", "{festival:#}");
+    assert_eq!(festival["structure"]["answers"][0], "Port Ellery", "{festival:#}");
+    for a in &answers {
+        let fell_back = a["structure"]["outcome"] != "exact";
+        assert_eq!(fell_back, a["structure"]["answers"].as_array().unwrap().is_empty(), "{a:#}");
+        assert_eq!(fell_back, !exact.iter().any(|e| e["id"] == a["id"]), "{a:#}");
+    }
+
+    // The evaluation scores it by SG-RAG's own measures beside the context measures; the other
+    // strategies have none of them.
+    let out = tmp.path().join("eval");
+    let q = questions_file();
+    let args = ["run", "--modes", "hybrid,paths", "--index", i, "--questions", q.to_str().unwrap()];
+    let evaluated = run_env("eval", &[&args[..], &["--out", out.to_str().unwrap()]].concat(), &ENV);
+    assert_eq!(evaluated.code, 0, "{}", evaluated.stderr);
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let share = 100.0 * exact.len() as f64 / answers.len() as f64;
+    assert!((summary["paths"]["subgraph_exact"].as_f64().unwrap() - share).abs() < 0.01, "{summary:#}");
+    let hit = summary["paths"]["subgraph_hit_at_1"].as_f64().unwrap();
+    assert!(hit > 0.0 && hit <= summary["paths"]["subgraph_recall"].as_f64().unwrap(), "{summary:#}");
+    assert!(summary["hybrid"]["subgraph_exact"].is_null() && summary["hybrid"]["subgraph_f1"].is_null());
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("## Structure matching (SG-RAG's measures)") && report.contains("| paths | factoid |"));
+    assert!(!report.contains("| hybrid | all |"), "{report}");
 
     // The seed's GAT encoder instead of sketches: another configuration, so a rebuild; its
     // parameters a table; queries encode their stars with it without being told.

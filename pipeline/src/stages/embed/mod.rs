@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use arrow::array::{FixedSizeListArray, Int32Array, RecordBatch, StringArray};
 use flexstruct_schemas::{Table, col};
@@ -36,6 +37,9 @@ pub struct EmbedDetails {
     pub embedded: u64,
     /// Units whose vector was reused (same model, same input text).
     pub reused: u64,
+    /// Of the units embedded, those whose text another unit of their bucket has word for word
+    /// (given that unit's vector: each distinct text is embedded once).
+    pub identical: u64,
 }
 
 /// What an embed run did.
@@ -50,21 +54,22 @@ pub fn run(ctx: &RunContext<'_>, embedder: &dyn Embedder) -> Result<EmbedMetrics
         inputs: vec![Table::Hyperedges, Table::HyperedgeEntities, Table::Entities, Table::Edges, Table::Chunks],
         outputs: vec![Table::Embeddings],
     };
-    let embedded = std::sync::atomic::AtomicU64::new(0);
-    let reused = std::sync::atomic::AtomicU64::new(0);
+    let (embedded, reused, identical) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
     let index = &ctx.index;
     let metrics = run_buckets(ctx, &stage, |bucket, inputs| {
         let units = units(inputs)?;
         let previous = previous_vectors(index, bucket, embedder.model())?;
-        let (batch, fresh, kept) = embed_units(&units, &previous, embedder)?;
-        embedded.fetch_add(fresh, std::sync::atomic::Ordering::Relaxed);
-        reused.fetch_add(kept, std::sync::atomic::Ordering::Relaxed);
+        let (batch, counts) = embed_units(&units, &previous, embedder)?;
+        embedded.fetch_add(counts.embedded, Ordering::Relaxed);
+        reused.fetch_add(counts.reused, Ordering::Relaxed);
+        identical.fetch_add(counts.identical, Ordering::Relaxed);
         Ok(BucketOutput { tables: vec![vec![batch]], llm_calls: embedder.take_calls(), ..BucketOutput::default() })
     })?;
     let details = EmbedDetails {
         model: embedder.model().to_owned(),
         embedded: embedded.into_inner(),
         reused: reused.into_inner(),
+        identical: identical.into_inner(),
     };
     Ok(metrics.with_details(details))
 }
@@ -199,12 +204,21 @@ fn previous_vectors(index: &Index, bucket: u32, model: &str) -> Result<HashMap<(
     Ok(out)
 }
 
-/// Embeds the units that have no vector yet; returns the batch and (embedded, reused) counts.
+/// What [`embed_units`] did with a bucket's units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Counts {
+    embedded: u64,
+    reused: u64,
+    identical: u64,
+}
+
+/// Embeds the units that have no vector yet, each distinct text once; returns the batch and
+/// its counts.
 fn embed_units(
     units: &[UnitText],
     previous: &HashMap<(String, String, String), Vec<f32>>,
     embedder: &dyn Embedder,
-) -> Result<(RecordBatch, u64, u64)> {
+) -> Result<(RecordBatch, Counts)> {
     let hashes: Vec<String> = units.iter().map(|u| sha256_hex(u.text.as_bytes())).collect();
     let mut vectors: Vec<Option<Vec<f32>>> = units
         .iter()
@@ -212,10 +226,25 @@ fn embed_units(
         .map(|(u, h)| previous.get(&(u.unit.name().to_owned(), u.id.clone(), h.clone())).cloned())
         .collect();
     let missing: Vec<usize> = (0..units.len()).filter(|&i| vectors[i].is_none()).collect();
-    let texts: Vec<&str> = missing.iter().map(|&i| units[i].text.as_str()).collect();
+    // Identical texts (a sentence that is both a hyperedge and an edge without entity names, one
+    // name with the same summary, …) are embedded once.
+    let mut text_of_hash: HashMap<&str, usize> = HashMap::new();
+    let mut texts: Vec<&str> = Vec::new();
+    let slots: Vec<usize> = missing
+        .iter()
+        .map(|&i| {
+            *text_of_hash.entry(hashes[i].as_str()).or_insert_with(|| {
+                texts.push(units[i].text.as_str());
+                texts.len() - 1
+            })
+        })
+        .collect();
     let fresh = if texts.is_empty() { Vec::new() } else { embedder.embed(&texts)? };
-    for (&i, v) in missing.iter().zip(fresh) {
-        vectors[i] = Some(v);
+    if fresh.len() != texts.len() {
+        return Err(Error::Internal(format!("embedder returned {} vectors for {} texts", fresh.len(), texts.len())));
+    }
+    for (&i, &slot) in missing.iter().zip(&slots) {
+        vectors[i] = Some(fresh[slot].clone());
     }
     let dim = embedder.dim();
     let mut flat = Vec::with_capacity(units.len() * dim);
@@ -238,5 +267,68 @@ fn embed_units(
             Arc::new(list),
         ],
     )?;
-    Ok((batch, missing.len() as u64, (units.len() - missing.len()) as u64))
+    let counts = Counts {
+        embedded: missing.len() as u64,
+        reused: (units.len() - missing.len()) as u64,
+        identical: (missing.len() - texts.len()) as u64,
+    };
+    Ok((batch, counts))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::models::HashingEmbedder;
+
+    /// The hashing embedder, remembering the texts it was given.
+    struct Counting(HashingEmbedder, Mutex<Vec<String>>);
+
+    impl Embedder for Counting {
+        fn model(&self) -> &str {
+            self.0.model()
+        }
+        fn dim(&self) -> usize {
+            self.0.dim()
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+            self.1.lock().unwrap().extend(texts.iter().map(|t| t.to_string()));
+            self.0.embed(texts)
+        }
+    }
+
+    fn unit(unit: Unit, id: &str, text: &str) -> UnitText {
+        UnitText { unit, id: id.into(), doc_id: "d".into(), text: text.into() }
+    }
+
+    #[test]
+    fn identical_texts_are_embedded_once_and_vectors_of_unchanged_texts_reused() {
+        let embedder = Counting(HashingEmbedder::new(16), Mutex::default());
+        let units = [
+            unit(Unit::Hyperedge, "h1", "The mill closed in 1911."),
+            unit(Unit::Edge, "e1", "The mill closed in 1911."),
+            unit(Unit::Chunk, "c1", "The mill closed in 1911. It burned later."),
+            unit(Unit::Hyperedge, "h2", "The mill closed in 1911."),
+        ];
+        let (batch, counts) = embed_units(&units, &HashMap::new(), &embedder).unwrap();
+        assert_eq!(counts, Counts { embedded: 4, reused: 0, identical: 2 });
+        assert_eq!(embedder.1.lock().unwrap().len(), 2);
+        let vectors = typed::<FixedSizeListArray>(&batch, col::EMBEDDING).unwrap();
+        let rows: Vec<Vec<f32>> = (0..4).map(|i| vector_at(vectors, i).unwrap()).collect();
+        assert_eq!(rows[0], rows[1]);
+        assert_eq!(rows[0], rows[3]);
+        assert_eq!(rows[0], embedder.0.embed(&[units[0].text.as_str()]).unwrap()[0]);
+        assert_ne!(rows[0], rows[2]);
+
+        // A unit whose text is unchanged keeps its vector; an identical text among the fresh
+        // ones still counts once.
+        let hashes: Vec<String> = units.iter().map(|u| sha256_hex(u.text.as_bytes())).collect();
+        let previous: HashMap<(String, String, String), Vec<f32>> =
+            [(("hyperedge".to_owned(), "h1".to_owned(), hashes[0].clone()), rows[0].clone())].into();
+        embedder.1.lock().unwrap().clear();
+        let (_, counts) = embed_units(&units, &previous, &embedder).unwrap();
+        assert_eq!(counts, Counts { embedded: 3, reused: 1, identical: 1 });
+        assert_eq!(embedder.1.lock().unwrap().len(), 2);
+    }
 }

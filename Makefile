@@ -137,6 +137,12 @@ bench-embed: build model ## MiniLM texts/s, ours against PyTorch + sentence-tran
 	$(CARGO) build -p flexstruct-pipeline --example embed_throughput --profile $(PROFILE)
 	BIN=$(BIN) scripts/bench-embed.sh $(INDEX) $(OUT)
 
+SIZES         ?= 250000 1000000
+MILLION_MODES ?= hybrid,sentence-window
+bench-million: build ## The query stage at a million facts: synthetic kbs of SIZES hyperedges (entities ≤ 2×) copied from QA's index (make qa-index) with moved vectors; QA's questions answered with MILLION_MODES from each: kb load, retrieval p50/p95, peak RSS → OUT
+	$(CARGO) build -p flexstruct-pipeline --example synthetic_kb --profile $(PROFILE)
+	BIN=$(BIN) SIZES="$(SIZES)" MODES="$(MILLION_MODES)" scripts/bench-million.sh $(QA_INDEX) $(QA)/questions.jsonl $(OUT)
+
 ingest: build ## Read CORPUS=<file or folder> into INDEX=<folder>
 	$(BIN)/flexstruct-ingest $(STAGE_FLAGS) --corpus $(CORPUS)
 

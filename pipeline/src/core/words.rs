@@ -4,6 +4,9 @@
 //! words like `describe` or `role` say what is asked, not what it is about. The second list is
 //! the first plus those.
 
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
 /// Words without content for the recall measures (applied to SQuAD-normalised text).
 pub const STOP_WORDS: &[&str] = &[
     "of", "in", "on", "at", "by", "for", "from", "with", "to", "and", "or", "but", "is", "are", "was", "were", "be",
@@ -41,13 +44,19 @@ pub const QUESTION_STOP_WORDS: &[&str] = &[
 
 /// Whether `word` (lowercase) carries no content for the recall measures.
 pub fn is_stop_word(word: &str) -> bool {
-    STOP_WORDS.contains(&word)
+    STOP_WORD_SET.contains(word)
 }
 
 /// Whether `word` (lowercase) carries no content when a question is matched to sentences.
 pub fn is_question_stop_word(word: &str) -> bool {
-    is_stop_word(word) || QUESTION_STOP_WORDS.contains(&word)
+    QUESTION_STOP_WORD_SET.contains(word)
 }
+
+// Looked up for every word of every hyperedge when the kb's lexical index is built (a million
+// texts at issue 21's scale): a hash lookup, not a scan of the lists.
+static STOP_WORD_SET: LazyLock<HashSet<&str>> = LazyLock::new(|| STOP_WORDS.iter().copied().collect());
+static QUESTION_STOP_WORD_SET: LazyLock<HashSet<&str>> =
+    LazyLock::new(|| STOP_WORDS.iter().chain(QUESTION_STOP_WORDS).copied().collect());
 
 #[cfg(test)]
 mod tests {

@@ -222,9 +222,14 @@ pub fn read_table(index: &Index, table: Table) -> Result<Vec<RecordBatch>> {
 pub fn read_columns(index: &Index, table: Table, columns: &[&str]) -> Result<Vec<RecordBatch>> {
     let mut batches = Vec::new();
     for part in index.parts(table)? {
-        batches.extend(read_rows(&part, table, Some(columns))?);
+        batches.extend(read_part_columns(&part, table, columns)?);
     }
     Ok(batches)
+}
+
+/// Reads only `columns` of one part file, after checking its metadata and schema.
+pub fn read_part_columns(path: &Path, table: Table, columns: &[&str]) -> Result<Vec<RecordBatch>> {
+    read_rows(path, table, Some(columns))
 }
 
 /// Reads the rows of one document of a per-document table (one part file is opened).

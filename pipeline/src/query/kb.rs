@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use arrow::array::{Array, AsArray, FixedSizeListArray, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{Array, AsArray, FixedSizeListArray, Int32Array, Int64Array, RecordBatch, StringArray, UInt32Array};
 use arrow::datatypes::Float32Type;
 use flexstruct_schemas::{Table, col};
 use rayon::prelude::*;
@@ -16,7 +16,7 @@ use crate::core::units::Unit;
 use crate::core::{Error, IndexProblem, Result};
 use crate::io::Index;
 use crate::io::lock::{self, LockName};
-use crate::io::parquet::{one_merge_fingerprint, read_columns, read_table, string_column, typed};
+use crate::io::parquet::{one_merge_fingerprint, read_columns, read_part_columns, read_table, string_column, typed};
 
 /// A code-point span of a document (end-exclusive).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -277,7 +277,16 @@ fn read_thresholds(index: &Index, model: &str) -> Result<HashMap<Unit, f32>> {
 /// position), whatever buckets they were read from: ties between equally scored rows are broken
 /// by this order, so answers do not depend on the bucket count.
 fn in_merge_order(table: Table, batch: RecordBatch) -> Result<RecordBatch> {
-    let keys: &[&str] = match table {
+    if merge_keys(table).is_empty() {
+        return Ok(batch);
+    }
+    let order = merge_order(table, &batch)?;
+    Ok(arrow::compute::take_record_batch(&batch, &order)?)
+}
+
+/// The sort keys of [`in_merge_order`] (none for a table it leaves as read).
+fn merge_keys(table: Table) -> &'static [&'static str] {
+    match table {
         Table::KbEntities => &[col::DOC_ID, col::ENTITY_ID],
         Table::KbHyperedges => &[col::DOC_ID, col::ITEM_IDX],
         Table::KbEdges => &[col::DOC_ID, col::EDGE_ID],
@@ -286,9 +295,13 @@ fn in_merge_order(table: Table, batch: RecordBatch) -> Result<RecordBatch> {
         Table::KbClusters => &[col::DOC_ID, col::CLUSTER_ID],
         Table::KbClusterMembers => &[col::DOC_ID, col::CLUSTER_ID, col::HYPEREDGE_ID],
         Table::KbAliases => &[col::ALIAS, col::DOC_ID, col::ENTITY_ID, col::ORIGIN],
-        _ => return Ok(batch),
-    };
-    let columns = keys
+        _ => &[],
+    }
+}
+
+/// The row numbers of `batch` in merge order ([`in_merge_order`]).
+fn merge_order(table: Table, batch: &RecordBatch) -> Result<UInt32Array> {
+    let columns = merge_keys(table)
         .iter()
         .map(|k| {
             let column = batch
@@ -297,8 +310,7 @@ fn in_merge_order(table: Table, batch: RecordBatch) -> Result<RecordBatch> {
             Ok(arrow::compute::SortColumn { values: column.clone(), options: None })
         })
         .collect::<Result<Vec<_>>>()?;
-    let order = arrow::compute::lexsort_to_indices(&columns, None)?;
-    Ok(arrow::compute::take_record_batch(&batch, &order)?)
+    Ok(arrow::compute::lexsort_to_indices(&columns, None)?)
 }
 
 pub(super) fn one_batch(table: Table, batches: Vec<RecordBatch>) -> Result<RecordBatch> {
@@ -308,12 +320,132 @@ pub(super) fn one_batch(table: Table, batches: Vec<RecordBatch>) -> Result<Recor
     }
 }
 
-/// The vectors of a table with an embedding column, after checking that every row has one of
-/// `model`.
-fn vectors(index: &Index, table: Table, batch: &RecordBatch, model: &str) -> Result<Vectors> {
-    let models = string_column(batch, col::MODEL)?;
-    let list = typed::<FixedSizeListArray>(batch, col::EMBEDDING)?;
-    let missing = (0..batch.num_rows()).filter(|&i| list.is_null(i) || models.is_null(i)).count();
+/// One kb table as the query stage holds it: its rows in merge order and, for a table with an
+/// embedding column, that column as one contiguous buffer ([`Vectors`]; empty otherwise).
+struct Loaded {
+    batch: RecordBatch,
+    vectors: Vectors,
+}
+
+/// The vectors of a table being copied to their places ([`load_table`]).
+struct Placed {
+    /// rows × dim, allocated at the first vectors seen.
+    values: Vec<f32>,
+    rows: usize,
+    dim: usize,
+    /// Vectors seen, null or not.
+    seen: usize,
+    /// Rows without a vector or a model.
+    missing: usize,
+}
+
+impl Placed {
+    /// Copies the vectors of `list` to rows `places[0]`, `places[1]`, …; a null vector counts as
+    /// missing unless its row was already counted (`has_model` false).
+    fn copy(
+        &mut self,
+        list: &FixedSizeListArray,
+        places: &[usize],
+        has_model: impl Fn(usize) -> bool,
+    ) -> std::result::Result<(), String> {
+        let width = list.value_length() as usize;
+        if self.values.is_empty() {
+            (self.dim, self.values) = (width, vec![0f32; self.rows * width]);
+        } else if width != self.dim {
+            return Err(format!("vectors of {} and of {width} dimensions", self.dim));
+        }
+        if list.len() > places.len() {
+            return Err("more vectors than rows: the table changed while it was read".into());
+        }
+        self.seen += list.len();
+        let floats = list.values().as_primitive::<Float32Type>().values();
+        for (i, &at) in places.iter().take(list.len()).enumerate() {
+            if list.is_null(i) {
+                self.missing += usize::from(has_model(at));
+            } else {
+                let from = list.value_offset(i) as usize;
+                self.values[at * width..(at + 1) * width].copy_from_slice(&floats[from..from + width]);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads one kb table ([`Loaded`]). The vectors, most of a kb's bytes, are never held twice: the
+/// other columns are read and put in merge order first, then each part's embedding column is
+/// decoded on its own and its rows copied straight to their places in the one buffer — so a kb
+/// of millions of vectors loads in little more memory than it then takes. Every row must have a
+/// vector of `model`.
+fn load_table(index: &Index, table: Table, model: &str) -> Result<Loaded> {
+    let schema = table.schema();
+    if schema.column_with_name(col::EMBEDDING).is_none() {
+        let batch = in_merge_order(table, one_batch(table, read_table(index, table)?)?)?;
+        return Ok(Loaded { batch, vectors: Vectors::default() });
+    }
+    let others: Vec<&str> =
+        schema.fields().iter().map(|f| f.name().as_str()).filter(|&name| name != col::EMBEDDING).collect();
+    // Parts are decoded in parallel; each part's rows are numbered on from the previous part's.
+    let parts = index.parts(table)?;
+    let read: Vec<Vec<RecordBatch>> =
+        parts.par_iter().map(|part| read_part_columns(part, table, &others)).collect::<Result<_>>()?;
+    let firsts: Vec<usize> = read
+        .iter()
+        .scan(0, |row, batches| {
+            let first = *row;
+            *row += batches.iter().map(RecordBatch::num_rows).sum::<usize>();
+            Some(first)
+        })
+        .collect();
+    let read: Vec<RecordBatch> = read.into_iter().flatten().collect();
+    let batch = match read.first() {
+        None => return Ok(Loaded { batch: RecordBatch::new_empty(schema), vectors: Vectors::default() }),
+        Some(first) => arrow::compute::concat_batches(&first.schema(), &read)?,
+    };
+    drop(read);
+    let order = merge_order(table, &batch)?;
+    let batch = arrow::compute::take_record_batch(&batch, &order)?;
+    let models = string_column(&batch, col::MODEL)?;
+    if let Some(other) = models.iter().flatten().find(|m| *m != model) {
+        let problem = IndexProblem::ModelMismatch {
+            table: table.to_string(),
+            found: other.to_owned(),
+            configured: model.to_owned(),
+        };
+        return Err(Error::index(index.root(), problem));
+    }
+    // Where each row, numbered as read, goes.
+    let mut place = vec![0usize; batch.num_rows()];
+    for (rank, &row) in order.values().iter().enumerate() {
+        place[row as usize] = rank;
+    }
+    let placed = std::sync::Mutex::new(Placed {
+        values: Vec::new(),
+        rows: place.len(),
+        dim: 0,
+        seen: 0,
+        missing: models.null_count(),
+    });
+    parts.par_iter().zip(&firsts).try_for_each(|(part, &first)| {
+        let vectors = read_part_columns(part, table, &[col::EMBEDDING])?;
+        let mut placed = placed.lock().map_err(|_| Error::Internal("a vector copy panicked".into()))?;
+        let mut row = first;
+        for vectors in &vectors {
+            let list = typed::<FixedSizeListArray>(vectors, col::EMBEDDING)?;
+            placed
+                .copy(list, &place[row.min(place.len())..], |i| models.is_valid(i))
+                .map_err(|problem| Error::Internal(format!("{table}: {problem} ({})", part.display())))?;
+            row += list.len();
+        }
+        Ok::<_, Error>(())
+    })?;
+    let Placed { values, dim, seen, missing, .. } =
+        placed.into_inner().map_err(|_| Error::Internal("a vector copy panicked".into()))?;
+    if seen != place.len() {
+        return Err(Error::Internal(format!(
+            "{table}: {seen} vectors for {} rows: it changed while it was read",
+            place.len()
+        )));
+    }
     if missing > 0 {
         let problem = IndexProblem::MissingVectors {
             table: table.to_string(),
@@ -323,16 +455,7 @@ fn vectors(index: &Index, table: Table, batch: &RecordBatch, model: &str) -> Res
         };
         return Err(Error::index(index.root(), problem));
     }
-    if let Some(other) = models.iter().flatten().find(|m| *m != model) {
-        let problem = IndexProblem::ModelMismatch {
-            table: table.to_string(),
-            found: other.to_owned(),
-            configured: model.to_owned(),
-        };
-        return Err(Error::index(index.root(), problem));
-    }
-    let values = list.values().as_primitive::<Float32Type>().values().clone();
-    Ok(Vectors::new(list.value_length() as usize, values))
+    Ok(Loaded { batch, vectors: Vectors::new(dim, values.into()) })
 }
 
 /// Row of every id of a string column.
@@ -360,11 +483,14 @@ impl Kb {
         }
         let fingerprint = one_merge_fingerprint(index)?;
         let derived_thresholds = read_thresholds(index, model)?;
-        let batches: Vec<RecordBatch> = TABLES
-            .par_iter()
-            .map(|t| read_table(index, *t).and_then(|b| one_batch(*t, b)).and_then(|b| in_merge_order(*t, b)))
-            .collect::<Result<_>>()?;
-        let [entities, hyperedges, edges, chunks, clusters, members, incidence, aliases] = &batches[..] else {
+        let loaded: Vec<Loaded> = TABLES.par_iter().map(|t| load_table(index, *t, model)).collect::<Result<_>>()?;
+        let (batches, vectors): (Vec<RecordBatch>, Vec<Vectors>) =
+            loaded.into_iter().map(|t| (t.batch, t.vectors)).unzip();
+        let (
+            [entities, hyperedges, edges, chunks, clusters, members, incidence, aliases],
+            [entity_vectors, hyperedge_vectors, edge_vectors, chunk_vectors, ..],
+        ) = (&batches[..], &vectors[..])
+        else {
             return Err(Error::Internal("kb tables were not all read".into()));
         };
         let entities = Entities {
@@ -373,7 +499,7 @@ impl Kb {
             name: string_column(entities, col::NAME)?.clone(),
             norm_name: string_column(entities, col::NORM_NAME)?.clone(),
             summary: string_column(entities, col::SUMMARY)?.clone(),
-            vectors: vectors(index, Table::KbEntities, entities, model)?,
+            vectors: entity_vectors.clone(),
         };
         let hyperedges = Hyperedges {
             id: string_column(hyperedges, col::HYPEREDGE_ID)?.clone(),
@@ -383,7 +509,7 @@ impl Kb {
             ref_text: string_column(hyperedges, col::REF_TEXT)?.clone(),
             ref_start: typed::<Int64Array>(hyperedges, col::REF_START)?.clone(),
             ref_end: typed::<Int64Array>(hyperedges, col::REF_END)?.clone(),
-            vectors: vectors(index, Table::KbHyperedges, hyperedges, model)?,
+            vectors: hyperedge_vectors.clone(),
         };
         let entity_row = rows_by_id(&entities.id);
         let hyperedge_row = rows_by_id(&hyperedges.id);
@@ -400,7 +526,7 @@ impl Kb {
                     .map(|i| [entity_row.get(source.value(i)).copied(), entity_row.get(target.value(i)).copied()])
                     .collect()
             },
-            vectors: vectors(index, Table::KbEdges, edges, model)?,
+            vectors: edge_vectors.clone(),
         };
         let chunks = Chunks {
             doc_id: string_column(chunks, col::DOC_ID)?.clone(),
@@ -408,7 +534,7 @@ impl Kb {
             text: string_column(chunks, col::TEXT)?.clone(),
             char_start: typed::<Int64Array>(chunks, col::CHAR_START)?.clone(),
             char_end: typed::<Int64Array>(chunks, col::CHAR_END)?.clone(),
-            vectors: vectors(index, Table::KbChunks, chunks, model)?,
+            vectors: chunk_vectors.clone(),
         };
 
         let cluster_ids = string_column(clusters, col::CLUSTER_ID)?;
@@ -501,5 +627,93 @@ impl Kb {
             ("clusters", self.clusters.id.len()),
             ("chunks", self.chunks.doc_id.len()),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, Float32Array, new_null_array};
+    use arrow::datatypes::{DataType, Field};
+
+    use super::*;
+    use crate::io::parquet::write_part;
+
+    /// A row: document, position, model, vector (or none).
+    type Row<'a> = (&'a str, i32, &'a str, Option<[f32; 2]>);
+
+    /// A `kb/hyperedges` part of `rows`, the other columns null.
+    fn part(rows: &[Row<'_>]) -> RecordBatch {
+        let schema = Table::KbHyperedges.schema();
+        let inner = Arc::new(Field::new("item", DataType::Float32, false));
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|field| -> ArrayRef {
+                let strings =
+                    |f: &dyn Fn(usize) -> String| Arc::new(StringArray::from_iter_values((0..rows.len()).map(f)));
+                match field.name().as_str() {
+                    col::HYPEREDGE_ID => strings(&|i| format!("h-{}-{}", rows[i].0, rows[i].1)),
+                    col::DOC_ID => strings(&|i| rows[i].0.to_owned()),
+                    col::MODEL => strings(&|i| rows[i].2.to_owned()),
+                    col::TEXT | col::REF_TEXT | col::BACKEND => strings(&|_| String::new()),
+                    col::ITEM_IDX => Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.1))),
+                    col::EMBEDDING => {
+                        let values: Vec<f32> = rows.iter().flat_map(|r| r.3.unwrap_or_default()).collect();
+                        let nulls = rows.iter().map(|r| r.3.is_some()).collect::<Vec<_>>();
+                        let values = Arc::new(Float32Array::from(values));
+                        Arc::new(FixedSizeListArray::new(inner.clone(), 2, values, Some(nulls.into())))
+                    }
+                    _ => new_null_array(field.data_type(), rows.len()),
+                }
+            })
+            .collect();
+        let schema = Arc::new(arrow::datatypes::Schema::new(
+            schema
+                .fields()
+                .iter()
+                .map(|f| match f.name().as_str() {
+                    col::EMBEDDING => Field::new(col::EMBEDDING, DataType::FixedSizeList(inner.clone(), 2), true),
+                    _ => f.as_ref().clone(),
+                })
+                .collect::<Vec<_>>(),
+        ));
+        RecordBatch::try_new(schema, columns).unwrap()
+    }
+
+    fn index_of(parts: &[Vec<Row<'_>>]) -> (tempfile::TempDir, Index) {
+        let tmp = tempfile::tempdir().unwrap();
+        let index = Index::open_or_create(tmp.path(), Some(4)).unwrap();
+        for (bucket, rows) in parts.iter().enumerate() {
+            let path = index.bucket_path(Table::KbHyperedges, bucket as u32);
+            write_part(&path, Table::KbHyperedges, "f", &[part(rows)]).unwrap();
+        }
+        (tmp, index)
+    }
+
+    #[test]
+    fn vectors_are_placed_with_their_rows_in_merge_order() {
+        let (_tmp, index) = index_of(&[
+            vec![("b", 1, "m", Some([1.0, 1.0])), ("a", 2, "m", Some([2.0, 2.0]))],
+            vec![("b", 0, "m", Some([3.0, 3.0])), ("a", 0, "m", Some([4.0, 4.0]))],
+        ]);
+        let loaded = load_table(&index, Table::KbHyperedges, "m").unwrap();
+        let ids: Vec<&str> = string_column(&loaded.batch, col::HYPEREDGE_ID).unwrap().iter().flatten().collect();
+        assert_eq!(ids, ["h-a-0", "h-a-2", "h-b-0", "h-b-1"]);
+        assert_eq!(loaded.vectors.values(), [4.0, 4.0, 2.0, 2.0, 3.0, 3.0, 1.0, 1.0]);
+        assert_eq!(loaded.vectors.dim(), 2);
+    }
+
+    #[test]
+    fn rows_without_a_vector_of_the_model_are_refused() {
+        let (_tmp, index) = index_of(&[vec![("a", 0, "m", Some([1.0, 0.0])), ("a", 1, "m", None)]]);
+        let missing = load_table(&index, Table::KbHyperedges, "m").err().unwrap().index_problem().unwrap().to_string();
+        assert!(missing.contains("1 of 2 rows of kb/hyperedges have no vector of embedding model `m`"), "{missing}");
+        let (_tmp, index) =
+            index_of(&[vec![("a", 0, "m", Some([1.0, 0.0]))], vec![("b", 0, "other", Some([0.0, 1.0]))]]);
+        let other = load_table(&index, Table::KbHyperedges, "m").err().unwrap().index_problem().unwrap().to_string();
+        assert!(other.contains("built with embedding model `other` (kb/hyperedges)"), "{other}");
     }
 }

@@ -19,6 +19,8 @@ use crate::core::words::is_question_stop_word;
 const K1: f32 = 1.2;
 /// Length normalisation.
 const B: f32 = 0.75;
+/// Rows indexed together by one parallel job.
+const ROWS_PER_BLOCK: usize = 16_384;
 
 /// The stemmed content words of `text`, in order (repeats kept).
 pub fn terms(text: &str) -> Vec<String> {
@@ -54,18 +56,32 @@ impl Lexical {
                 t
             })
             .collect();
-        let mut postings: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
-        let mut lengths = Vec::with_capacity(rows.len());
-        for (row, terms) in rows.into_iter().enumerate() {
-            lengths.push(terms.len() as u32);
-            for run in terms.chunk_by(|a, b| a == b) {
-                let list = match postings.get_mut(&run[0]) {
-                    Some(list) => list,
-                    None => postings.entry(run[0].clone()).or_default(),
-                };
-                list.push((row as u32, run.len() as u32));
-            }
-        }
+        // Blocks of rows are indexed in parallel and their postings appended in row order
+        // (`reduce` on an indexed iterator combines neighbours left to right).
+        let postings = rows
+            .par_chunks(ROWS_PER_BLOCK)
+            .enumerate()
+            .map(|(block, rows)| {
+                let mut postings: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
+                for (i, terms) in rows.iter().enumerate() {
+                    let row = (block * ROWS_PER_BLOCK + i) as u32;
+                    for run in terms.chunk_by(|a, b| a == b) {
+                        let list = match postings.get_mut(&run[0]) {
+                            Some(list) => list,
+                            None => postings.entry(run[0].clone()).or_default(),
+                        };
+                        list.push((row, run.len() as u32));
+                    }
+                }
+                postings
+            })
+            .reduce(HashMap::new, |mut left, right| {
+                for (term, list) in right {
+                    left.entry(term).or_default().extend(list);
+                }
+                left
+            });
+        let lengths: Vec<u32> = rows.iter().map(|terms| terms.len() as u32).collect();
         let total: u64 = lengths.iter().map(|&l| u64::from(l)).sum();
         let mean_length = if lengths.is_empty() { 0.0 } else { total as f32 / lengths.len() as f32 };
         Lexical { postings, lengths, mean_length }
@@ -138,5 +154,18 @@ mod tests {
         assert!(index.search("weir", 1)[0].score > index.search("compact", 1)[0].score);
         assert!(index.search("nothing shared here", 5).is_empty());
         assert!(Lexical::default().search("compact", 5).is_empty());
+    }
+
+    #[test]
+    fn blocks_indexed_in_parallel_keep_every_posting_in_row_order() {
+        let rows = 2 * ROWS_PER_BLOCK + 5;
+        let texts: Vec<String> = (0..rows).map(|i| format!("weir{} compact compact", i % 3)).collect();
+        let index = Lexical::build(texts.par_iter().map(String::as_str));
+        let compact = &index.postings["compact"];
+        assert_eq!(compact.len(), rows);
+        assert!(compact.iter().enumerate().all(|(i, &(row, tf))| row as usize == i && tf == 2));
+        let weir1: Vec<u32> = index.postings["weir1"].iter().map(|p| p.0).collect();
+        assert_eq!(weir1, (0..rows as u32).filter(|r| r % 3 == 1).collect::<Vec<_>>());
+        assert_eq!((index.len(), index.mean_length), (rows, 3.0));
     }
 }

@@ -53,7 +53,7 @@ pub fn is_question_stop_word(word: &str) -> bool {
 }
 
 // Looked up for every word of every hyperedge when the kb's lexical index is built (a million
-// texts at issue 21's scale): a hash lookup, not a scan of the lists.
+// texts in a large kb): a hash lookup, not a scan of the lists.
 static STOP_WORD_SET: LazyLock<HashSet<&str>> = LazyLock::new(|| STOP_WORDS.iter().copied().collect());
 static QUESTION_STOP_WORD_SET: LazyLock<HashSet<&str>> =
     LazyLock::new(|| STOP_WORDS.iter().chain(QUESTION_STOP_WORDS).copied().collect());

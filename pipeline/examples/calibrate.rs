@@ -16,7 +16,7 @@ use std::path::Path;
 use flexstruct_pipeline::config::Config;
 use flexstruct_pipeline::io::Index;
 use flexstruct_pipeline::query::read_questions;
-use flexstruct_pipeline::query::scan::{Vectors, dot};
+use flexstruct_pipeline::query::scan::Vectors;
 
 /// Lowercase, punctuation to spaces, articles dropped, whitespace collapsed.
 fn normalise(s: &str) -> String {
@@ -64,7 +64,7 @@ fn main() {
         let mut best_relevant = Vec::new();
         let mut all = Vec::new();
         for (q, answers) in prepared.vectors.iter().zip(&gold) {
-            let scores: Vec<f32> = (0..vectors.len()).map(|r| dot(vectors.row(r), q)).collect();
+            let scores: Vec<f32> = (0..vectors.len()).map(|r| vectors.dot(q, r)).collect();
             let relevant = (0..vectors.len())
                 .filter(|&r| {
                     answers.iter().any(|a| {

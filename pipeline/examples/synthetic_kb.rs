@@ -6,7 +6,8 @@
 //! entities are copied only while there are fewer than ENTITIES of them (a copy without its
 //! entities keeps its hyperedges, edges and chunks, and drops its incidence and aliases). Texts
 //! are the originals'. The kb's parts carry fingerprints that add up the way a merge's do, so
-//! `flexstruct-query` reads it like any merged kb.
+//! `flexstruct-query` reads it like any merged kb, and the kb's vector files are written as a
+//! merge writes them. Run again on a complete OUT, it only brings the vector files up to date.
 //!
 //! `cargo run --release -p flexstruct-pipeline --example synthetic_kb -- SOURCE OUT HYPEREDGES [ENTITIES]`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -17,8 +18,10 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, FixedSizeListArray, Float32Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Float32Type};
 use flexstruct_pipeline::io::Index;
+use flexstruct_pipeline::io::kb::write_vector_files;
 use flexstruct_pipeline::io::parquet::{
-    KB_BUCKET_TABLES, kb_parts_fingerprint, part_fingerprint, part_row_count, read_part, write_part,
+    KB_BUCKET_TABLES, kb_parts_fingerprint, one_merge_fingerprint, part_fingerprint, part_row_count, read_part,
+    write_part,
 };
 use flexstruct_schemas::{Table, col};
 use rayon::prelude::*;
@@ -49,6 +52,10 @@ fn main() {
         entity_copies as u64 * entities
     );
     let out = Index::open_or_create(Path::new(out), Some(source.settings().buckets)).expect("output index");
+    if out.kb_part(Table::KbThresholds).is_file() {
+        println!("{} is complete: only its vector files are brought up to date", out.root().display());
+        return write_vectors(&out);
+    }
     let tables: Vec<Table> = KB_BUCKET_TABLES.into_iter().chain([Table::Documents]).collect();
     let jobs: Vec<(Table, std::path::PathBuf)> =
         tables.iter().flat_map(|&t| source.parts(t).unwrap().into_iter().map(move |p| (t, p))).collect();
@@ -69,7 +76,20 @@ fn main() {
     let thresholds = read_part(&source.kb_part(Table::KbThresholds), Table::KbThresholds).expect("thresholds");
     let whole = kb_parts_fingerprint(&out, &KB_BUCKET_TABLES).expect("kb fingerprint");
     write_part(&out.kb_part(Table::KbThresholds), Table::KbThresholds, &whole, &thresholds).expect("thresholds");
+    write_vectors(&out);
     println!("written to {}", out.root().display());
+}
+
+/// Writes the kb's vector files, as the merge does.
+fn write_vectors(out: &Index) {
+    let thresholds = read_part(&out.kb_part(Table::KbThresholds), Table::KbThresholds).expect("thresholds");
+    let model = thresholds.iter().find_map(|b| {
+        let models = b.column_by_name(col::MODEL)?.as_string::<i32>();
+        (!models.is_empty()).then(|| models.value(0).to_owned())
+    });
+    let fingerprint = one_merge_fingerprint(out).expect("a whole kb");
+    let written = write_vector_files(out, &model.expect("the kb's model"), &fingerprint).expect("vector files");
+    println!("{written} vector files written");
 }
 
 /// Copy `copy` of a batch: ids renamed, vectors moved (copy 0 is the original).

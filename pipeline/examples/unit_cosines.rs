@@ -12,11 +12,11 @@ fn main() {
     let config = Config::load(None).unwrap();
     for path in std::env::args().skip(1) {
         let index = Index::open(std::path::Path::new(&path)).unwrap();
-        let kb = Kb::load(&index, &config.embed.model).unwrap();
+        let kb = Kb::load(&index, &config.embed.model, config.query.vector_precision).unwrap();
         for (name, v) in
             [("hyperedge", &kb.hyperedges.vectors), ("edge", &kb.edges.vectors), ("chunk", &kb.chunks.vectors)]
         {
-            let mut c = sampled_cosines(v.values(), v.dim(), v.len());
+            let mut c = sampled_cosines(&v.to_f32(), v.dim(), v.len());
             c.sort_by(f32::total_cmp);
             let q = |p: f64| c[((c.len() - 1) as f64 * p) as usize];
             let rank = |x: f32| c.partition_point(|&y| y < x) as f64 / c.len() as f64;

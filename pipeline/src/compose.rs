@@ -189,7 +189,8 @@ pub fn run_stage(stage: Stage, ctx: &RunContext<'_>, config: &Config) -> Result<
 /// The query engine of `index` with the configured embedding model and query-time backends.
 pub fn engine(index: &Index, config: &Config, backends: &Backends) -> Result<Engine> {
     let embedder = embedder_for(&config.embed, index.root())?;
-    Ok(Engine::new(index, embedder, backends.query_entities(), backends.answerer())?
+    let vectors = (embedder, config.query.vector_precision);
+    Ok(Engine::new(index, vectors, backends.query_entities(), backends.answerer())?
         .with_query_graphs(backends.query_graphs()))
 }
 

@@ -1,4 +1,6 @@
-//! Exact cosine top-k over vectors stored row-major in one `f32` slice.
+//! Exact cosine top-k over vectors stored row-major in one slice of `f32`, or of `f16` (half
+//! the memory: each block is widened to `f32` once, with the processor's conversion
+//! instructions where it has them, then scanned like an `f32` one).
 //!
 //! Vectors are unit length, so cosine is a dot product. Rows are scanned in blocks in parallel
 //! (rayon); each block keeps its own best `k` above the threshold, and the blocks' winners are
@@ -19,8 +21,32 @@
 mod gelu;
 pub use gelu::gelu;
 
+pub use half::f16;
+use half::slice::HalfFloatSliceExt;
 use pulp::{Arch, Simd, WithSimd};
 use rayon::prelude::*;
+
+/// How vectors are stored: `f32` as they are, `f16` widened to `f32` for scoring.
+trait Element: Copy + Send + Sync {
+    /// `values` as `f32`: themselves, or widened into `buffer`.
+    fn as_f32<'a>(values: &'a [Self], buffer: &'a mut Vec<f32>) -> &'a [f32];
+}
+
+impl Element for f32 {
+    #[inline(always)]
+    fn as_f32<'a>(values: &'a [f32], _: &'a mut Vec<f32>) -> &'a [f32] {
+        values
+    }
+}
+
+impl Element for f16 {
+    #[inline(always)]
+    fn as_f32<'a>(values: &'a [f16], buffer: &'a mut Vec<f32>) -> &'a [f32] {
+        buffer.resize(values.len(), 0.0);
+        values.convert_to_f32_slice(buffer);
+        buffer
+    }
+}
 
 /// Rows per parallel block: 512 rows of 384 floats are 768 KiB, inside a core's L2 cache, so a
 /// batch of questions scores a block while it is still cached.
@@ -138,6 +164,17 @@ pub fn top_k(values: &[f32], dim: usize, query: &[f32], threshold: f32, k: usize
 
 /// [`top_k`] for each of `queries`, reading each block of rows once for all of them.
 pub fn top_k_batch(values: &[f32], dim: usize, queries: &[&[f32]], threshold: f32, k: usize) -> Vec<Vec<Hit>> {
+    top_k_blocks(values, dim, queries, threshold, k)
+}
+
+/// [`top_k_batch`] over `f16` vectors: each block is widened once for all the questions.
+pub fn top_k_batch_f16(values: &[f16], dim: usize, queries: &[&[f32]], threshold: f32, k: usize) -> Vec<Vec<Hit>> {
+    top_k_blocks(values, dim, queries, threshold, k)
+}
+
+// Generic, but instantiated only here (by the two functions above), so it is compiled with this
+// crate's optimisation whatever the caller's.
+fn top_k_blocks<T: Element>(values: &[T], dim: usize, queries: &[&[f32]], threshold: f32, k: usize) -> Vec<Vec<Hit>> {
     if k == 0 || dim == 0 || values.is_empty() {
         return vec![Vec::new(); queries.len()];
     }
@@ -147,21 +184,28 @@ pub fn top_k_batch(values: &[f32], dim: usize, queries: &[&[f32]], threshold: f3
     // blocks there are (collecting every block's winners first took gigabytes at a million
     // rows and hundreds of questions). The order is total (score, then row), so the result does
     // not depend on how blocks were shared out.
+    // Each worker also keeps one buffer to widen its `f16` blocks into.
     let cut = k.saturating_mul(2);
     let empty = || vec![Vec::new(); queries.len()];
     values
         .par_chunks(BLOCK_ROWS * dim)
         .enumerate()
-        .fold(empty, |mut best: Vec<Vec<Hit>>, (block, values)| {
-            let found = arch.dispatch(BlockScan { values, dim, first_row: block * BLOCK_ROWS, queries, threshold, k });
-            for (best, found) in best.iter_mut().zip(found) {
-                best.extend(found);
-                if best.len() >= cut {
-                    *best = keep_best(std::mem::take(best), k);
+        .fold(
+            || (empty(), Vec::new()),
+            |(mut best, mut buffer): (Vec<Vec<Hit>>, Vec<f32>), (block, values)| {
+                let values = T::as_f32(values, &mut buffer);
+                let first_row = block * BLOCK_ROWS;
+                let found = arch.dispatch(BlockScan { values, dim, first_row, queries, threshold, k });
+                for (best, found) in best.iter_mut().zip(found) {
+                    best.extend(found);
+                    if best.len() >= cut {
+                        *best = keep_best(std::mem::take(best), k);
+                    }
                 }
-            }
-            best
-        })
+                (best, buffer)
+            },
+        )
+        .map(|(best, _)| best)
         .reduce(empty, |mut left, right| {
             for (left, right) in left.iter_mut().zip(right) {
                 left.extend(right);
@@ -180,27 +224,31 @@ pub fn scores(values: &[f32], dim: usize, query: &[f32], rows: &[u32]) -> Vec<Hi
     Arch::new().dispatch(RowScores { values, dim, query, rows })
 }
 
+/// [`scores`] over `f16` vectors (each row widened on its own).
+pub fn scores_f16(values: &[f16], dim: usize, query: &[f32], rows: &[u32]) -> Vec<Hit> {
+    Arch::new().dispatch(RowScores { values, dim, query, rows })
+}
+
 /// The rows of [`scores`], inside one dispatch (bridge retrieval scores thousands of rows).
-struct RowScores<'a> {
-    values: &'a [f32],
+struct RowScores<'a, T> {
+    values: &'a [T],
     dim: usize,
     query: &'a [f32],
     rows: &'a [u32],
 }
 
-impl WithSimd for RowScores<'_> {
+impl<T: Element> WithSimd for RowScores<'_, T> {
     type Output = Vec<Hit>;
 
     // A plain loop, like the block scan's.
     #[inline(always)]
     fn with_simd<S: Simd>(self, simd: S) -> Vec<Hit> {
         let mut out = Vec::with_capacity(self.rows.len());
+        let mut buffer = Vec::new();
         for &row in self.rows {
             let row = row as usize;
-            out.push(Hit {
-                row,
-                score: dot_with(simd, &self.values[row * self.dim..(row + 1) * self.dim], self.query),
-            });
+            let values = T::as_f32(&self.values[row * self.dim..(row + 1) * self.dim], &mut buffer);
+            out.push(Hit { row, score: dot_with(simd, values, self.query) });
         }
         out
     }
@@ -275,6 +323,15 @@ mod tests {
                 top_k_batch(&values, dim, &[&query, &other], threshold, k),
                 vec![naive(&values, dim, &query, threshold, k), naive(&values, dim, &other, threshold, k)]
             );
+            // Half-precision storage scores exactly as its values widened to f32 do.
+            let halves: Vec<f16> = values.iter().map(|&v| f16::from_f32(v)).collect();
+            let widened: Vec<f32> = halves.iter().map(|h| h.to_f32()).collect();
+            prop_assert_eq!(
+                top_k_batch_f16(&halves, dim, &[&query, &other], threshold, k),
+                vec![naive(&widened, dim, &query, threshold, k), naive(&widened, dim, &other, threshold, k)]
+            );
+            let rows: Vec<u32> = (0..n as u32).rev().step_by(7).collect();
+            prop_assert_eq!(scores_f16(&halves, dim, &query, &rows), scores(&widened, dim, &query, &rows));
         }
     }
 }

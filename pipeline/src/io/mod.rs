@@ -1,11 +1,12 @@
 //! The I/O layer: the index folder and its buckets ([`index`]), atomic file writes ([`files`]), locks between processes ([`lock`]),
-//! Parquet part files ([`parquet`]), indexes on object storage ([`remote`]), the log tables every stage appends to ([`failures`], [`manifest`], [`calls`]),
+//! Parquet part files ([`parquet`]), the merged kb's row order and vector files ([`kb`]), indexes on object storage ([`remote`]), the log tables every stage appends to ([`failures`], [`manifest`], [`calls`]),
 //! and read-only SQL over an index ([`sql`]). It imports only the bottom layer ([`crate::core`]).
 
 pub mod calls;
 pub mod failures;
 pub mod files;
 pub mod index;
+pub mod kb;
 pub mod lock;
 pub mod manifest;
 pub mod parquet;

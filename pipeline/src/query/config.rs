@@ -9,6 +9,7 @@ pub use crate::core::models::Thresholds;
 use crate::core::models::calibrated_thresholds;
 use crate::core::units::Unit;
 use crate::core::{Error, Result};
+pub use crate::io::kb::Precision;
 
 /// Retrieval strategy of the query stage: the three FlexStructRAG modes and the peers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -234,6 +235,9 @@ pub struct QueryConfig {
     /// two, same or not) with the span that answers it and gives the sentence as its support;
     /// off, the answer is the best sentence.
     pub short_answers: bool,
+    /// How the kb's vectors are held once loaded: `f32` (exact) or `f16` (half the memory, for
+    /// kbs of millions of facts; cosines move by about 1e-3 at most). Read when the kb is loaded.
+    pub vector_precision: Precision,
 }
 
 /// Candidates per retrieval module when a strategy fills its cap.
@@ -282,6 +286,7 @@ impl Default for QueryConfig {
             merge: false,
             widen: 0,
             short_answers: true,
+            vector_precision: Precision::F32,
         }
     }
 }

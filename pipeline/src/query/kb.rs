@@ -3,20 +3,22 @@
 //! incidence, cluster membership) as row numbers.
 
 use std::collections::HashMap;
+use std::time::Instant;
 
-use arrow::array::{Array, AsArray, FixedSizeListArray, Int32Array, Int64Array, RecordBatch, StringArray, UInt32Array};
-use arrow::datatypes::Float32Type;
+use arrow::array::{Array, Int32Array, Int64Array, RecordBatch, StringArray};
 use flexstruct_schemas::{Table, col};
 use rayon::prelude::*;
 
+use super::config::Precision;
 use super::lexical::Lexical;
 use super::scan::Vectors;
 use crate::core::names::normalize;
 use crate::core::units::Unit;
 use crate::core::{Error, IndexProblem, Result};
 use crate::io::Index;
+use crate::io::kb::read_kb_table;
 use crate::io::lock::{self, LockName};
-use crate::io::parquet::{one_merge_fingerprint, read_columns, read_part_columns, read_table, string_column, typed};
+use crate::io::parquet::{one_merge_fingerprint, read_columns, string_column, typed};
 
 /// A code-point span of a document (end-exclusive).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -169,6 +171,8 @@ pub struct Kb {
     pub derived_thresholds: HashMap<Unit, f32>,
     /// The kb's identity: the fingerprint of all its parts (what the path index records).
     pub fingerprint: String,
+    /// Where its load's time went.
+    pub load_times: LoadTimes,
 }
 
 /// The chunk each hyperedge's span starts in (chunks tile their document, so it is the chunk of
@@ -218,17 +222,33 @@ pub(super) fn lexical_index(hyperedges: &Hyperedges, incidence: &[Vec<u32>], ent
     Lexical::build(texts.par_iter().map(String::as_str))
 }
 
-/// The kb tables the query stage reads.
-const TABLES: [Table; 8] = [
-    Table::KbEntities,
-    Table::KbHyperedges,
-    Table::KbEdges,
-    Table::KbChunks,
-    Table::KbClusters,
-    Table::KbClusterMembers,
-    Table::KbHyperedgeEntities,
-    Table::KbAliases,
+/// The kb tables the query stage reads, with the columns it keeps of each (Parquet decodes
+/// nothing else: the entities' alias lists alone, unused here, took seconds at millions of rows).
+const TABLES: [(Table, &[&str]); 8] = [
+    (Table::KbEntities, &[col::ENTITY_ID, col::DOC_ID, col::NAME, col::NORM_NAME, col::SUMMARY]),
+    (
+        Table::KbHyperedges,
+        &[col::HYPEREDGE_ID, col::DOC_ID, col::ITEM_IDX, col::TEXT, col::REF_TEXT, col::REF_START, col::REF_END],
+    ),
+    (Table::KbEdges, &[col::EDGE_ID, col::DOC_ID, col::TEXT, col::HYPEREDGE_ID, col::SOURCE_ID, col::TARGET_ID]),
+    (Table::KbChunks, &[col::DOC_ID, col::CHUNK_IDX, col::TEXT, col::CHAR_START, col::CHAR_END]),
+    (Table::KbClusters, &[col::CLUSTER_ID, col::DOC_ID, col::TEXT]),
+    (Table::KbClusterMembers, &[col::CLUSTER_ID, col::HYPEREDGE_ID]),
+    (Table::KbHyperedgeEntities, &[col::HYPEREDGE_ID, col::ENTITY_ID]),
+    (Table::KbAliases, &[col::ALIAS, col::ENTITY_ID, col::ORIGIN]),
 ];
+
+/// Where a kb load's time went, in seconds: the tables read (in parallel), the lookups built
+/// from them, the lexical index.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct LoadTimes {
+    /// Reading the tables and their vectors.
+    pub tables: f64,
+    /// Row lookups: ids, names, aliases, titles, incidence, membership, chunks.
+    pub lookups: f64,
+    /// The BM25 index.
+    pub lexical: f64,
+}
 
 /// The hyperedges of each titled document, by normalised title.
 fn titled_hyperedges(index: &Index, hyperedges: &Hyperedges) -> Result<HashMap<String, Vec<u32>>> {
@@ -273,189 +293,16 @@ fn read_thresholds(index: &Index, model: &str) -> Result<HashMap<Unit, f32>> {
     Ok(out)
 }
 
-/// The kb's rows in the order one merge of the whole index writes them (by document, then
-/// position), whatever buckets they were read from: ties between equally scored rows are broken
-/// by this order, so answers do not depend on the bucket count.
-fn in_merge_order(table: Table, batch: RecordBatch) -> Result<RecordBatch> {
-    if merge_keys(table).is_empty() {
-        return Ok(batch);
-    }
-    let order = merge_order(table, &batch)?;
-    Ok(arrow::compute::take_record_batch(&batch, &order)?)
-}
-
-/// The sort keys of [`in_merge_order`] (none for a table it leaves as read).
-fn merge_keys(table: Table) -> &'static [&'static str] {
-    match table {
-        Table::KbEntities => &[col::DOC_ID, col::ENTITY_ID],
-        Table::KbHyperedges => &[col::DOC_ID, col::ITEM_IDX],
-        Table::KbEdges => &[col::DOC_ID, col::EDGE_ID],
-        Table::KbChunks => &[col::DOC_ID, col::CHUNK_IDX],
-        Table::KbHyperedgeEntities => &[col::DOC_ID, col::HYPEREDGE_ID, col::ENTITY_ID],
-        Table::KbClusters => &[col::DOC_ID, col::CLUSTER_ID],
-        Table::KbClusterMembers => &[col::DOC_ID, col::CLUSTER_ID, col::HYPEREDGE_ID],
-        Table::KbAliases => &[col::ALIAS, col::DOC_ID, col::ENTITY_ID, col::ORIGIN],
-        _ => &[],
-    }
-}
-
-/// The row numbers of `batch` in merge order ([`in_merge_order`]).
-fn merge_order(table: Table, batch: &RecordBatch) -> Result<UInt32Array> {
-    let columns = merge_keys(table)
-        .iter()
-        .map(|k| {
-            let column = batch
-                .column_by_name(k)
-                .ok_or_else(|| Error::Internal(format!("kb table {table} has no column {k}")))?;
-            Ok(arrow::compute::SortColumn { values: column.clone(), options: None })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(arrow::compute::lexsort_to_indices(&columns, None)?)
-}
-
-pub(super) fn one_batch(table: Table, batches: Vec<RecordBatch>) -> Result<RecordBatch> {
-    match batches.first() {
-        None => Ok(RecordBatch::new_empty(table.schema())),
-        Some(first) => Ok(arrow::compute::concat_batches(&first.schema(), &batches)?),
-    }
-}
-
-/// One kb table as the query stage holds it: its rows in merge order and, for a table with an
-/// embedding column, that column as one contiguous buffer ([`Vectors`]; empty otherwise).
-struct Loaded {
-    batch: RecordBatch,
-    vectors: Vectors,
-}
-
-/// The vectors of a table being copied to their places ([`load_table`]).
-struct Placed {
-    /// rows × dim, allocated at the first vectors seen.
-    values: Vec<f32>,
-    rows: usize,
-    dim: usize,
-    /// Vectors seen, null or not.
-    seen: usize,
-    /// Rows without a vector or a model.
-    missing: usize,
-}
-
-impl Placed {
-    /// Copies the vectors of `list` to rows `places[0]`, `places[1]`, …; a null vector counts as
-    /// missing unless its row was already counted (`has_model` false).
-    fn copy(
-        &mut self,
-        list: &FixedSizeListArray,
-        places: &[usize],
-        has_model: impl Fn(usize) -> bool,
-    ) -> std::result::Result<(), String> {
-        let width = list.value_length() as usize;
-        if self.values.is_empty() {
-            (self.dim, self.values) = (width, vec![0f32; self.rows * width]);
-        } else if width != self.dim {
-            return Err(format!("vectors of {} and of {width} dimensions", self.dim));
-        }
-        if list.len() > places.len() {
-            return Err("more vectors than rows: the table changed while it was read".into());
-        }
-        self.seen += list.len();
-        let floats = list.values().as_primitive::<Float32Type>().values();
-        for (i, &at) in places.iter().take(list.len()).enumerate() {
-            if list.is_null(i) {
-                self.missing += usize::from(has_model(at));
-            } else {
-                let from = list.value_offset(i) as usize;
-                self.values[at * width..(at + 1) * width].copy_from_slice(&floats[from..from + width]);
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Reads one kb table ([`Loaded`]). The vectors, most of a kb's bytes, are never held twice: the
-/// other columns are read and put in merge order first, then each part's embedding column is
-/// decoded on its own and its rows copied straight to their places in the one buffer — so a kb
-/// of millions of vectors loads in little more memory than it then takes. Every row must have a
-/// vector of `model`.
-fn load_table(index: &Index, table: Table, model: &str) -> Result<Loaded> {
-    let schema = table.schema();
-    if schema.column_with_name(col::EMBEDDING).is_none() {
-        let batch = in_merge_order(table, one_batch(table, read_table(index, table)?)?)?;
-        return Ok(Loaded { batch, vectors: Vectors::default() });
-    }
-    let others: Vec<&str> =
-        schema.fields().iter().map(|f| f.name().as_str()).filter(|&name| name != col::EMBEDDING).collect();
-    // Parts are decoded in parallel; each part's rows are numbered on from the previous part's.
-    let parts = index.parts(table)?;
-    let read: Vec<Vec<RecordBatch>> =
-        parts.par_iter().map(|part| read_part_columns(part, table, &others)).collect::<Result<_>>()?;
-    let firsts: Vec<usize> = read
-        .iter()
-        .scan(0, |row, batches| {
-            let first = *row;
-            *row += batches.iter().map(RecordBatch::num_rows).sum::<usize>();
-            Some(first)
-        })
-        .collect();
-    let read: Vec<RecordBatch> = read.into_iter().flatten().collect();
-    let batch = match read.first() {
-        None => return Ok(Loaded { batch: RecordBatch::new_empty(schema), vectors: Vectors::default() }),
-        Some(first) => arrow::compute::concat_batches(&first.schema(), &read)?,
-    };
-    drop(read);
-    let order = merge_order(table, &batch)?;
-    let batch = arrow::compute::take_record_batch(&batch, &order)?;
-    let models = string_column(&batch, col::MODEL)?;
-    if let Some(other) = models.iter().flatten().find(|m| *m != model) {
-        let problem = IndexProblem::ModelMismatch {
-            table: table.to_string(),
-            found: other.to_owned(),
-            configured: model.to_owned(),
-        };
-        return Err(Error::index(index.root(), problem));
-    }
-    // Where each row, numbered as read, goes.
-    let mut place = vec![0usize; batch.num_rows()];
-    for (rank, &row) in order.values().iter().enumerate() {
-        place[row as usize] = rank;
-    }
-    let placed = std::sync::Mutex::new(Placed {
-        values: Vec::new(),
-        rows: place.len(),
-        dim: 0,
-        seen: 0,
-        missing: models.null_count(),
-    });
-    parts.par_iter().zip(&firsts).try_for_each(|(part, &first)| {
-        let vectors = read_part_columns(part, table, &[col::EMBEDDING])?;
-        let mut placed = placed.lock().map_err(|_| Error::Internal("a vector copy panicked".into()))?;
-        let mut row = first;
-        for vectors in &vectors {
-            let list = typed::<FixedSizeListArray>(vectors, col::EMBEDDING)?;
-            placed
-                .copy(list, &place[row.min(place.len())..], |i| models.is_valid(i))
-                .map_err(|problem| Error::Internal(format!("{table}: {problem} ({})", part.display())))?;
-            row += list.len();
-        }
-        Ok::<_, Error>(())
-    })?;
-    let Placed { values, dim, seen, missing, .. } =
-        placed.into_inner().map_err(|_| Error::Internal("a vector copy panicked".into()))?;
-    if seen != place.len() {
-        return Err(Error::Internal(format!(
-            "{table}: {seen} vectors for {} rows: it changed while it was read",
-            place.len()
-        )));
-    }
-    if missing > 0 {
-        let problem = IndexProblem::MissingVectors {
-            table: table.to_string(),
-            missing,
-            rows: batch.num_rows(),
-            model: model.to_owned(),
-        };
-        return Err(Error::index(index.root(), problem));
-    }
-    Ok(Loaded { batch, vectors: Vectors::new(dim, values.into()) })
+/// Reads `columns` of one kb table, rows in merge order, with its vectors as [`Vectors`] (from
+/// the kb's vector file when it is current, see [`crate::io::kb`]).
+fn load_table(
+    index: &Index,
+    (table, columns): (Table, &[&str]),
+    vectors: (&str, Precision),
+    kb: &str,
+) -> Result<(RecordBatch, Vectors)> {
+    let read = read_kb_table(index, table, columns, vectors, Some(kb))?;
+    Ok((read.batch, Vectors::new(read.dim, read.vectors)))
 }
 
 /// Row of every id of a string column.
@@ -463,13 +310,120 @@ fn rows_by_id(ids: &StringArray) -> HashMap<&str, u32> {
     ids.iter().enumerate().filter_map(|(i, id)| id.map(|id| (id, i as u32))).collect()
 }
 
+/// Entity rows and hyperedge rows by id.
+type RowsById<'a, 'b> = (&'a HashMap<&'b str, u32>, &'a HashMap<&'b str, u32>);
+
+/// `kb/edges` with the rows of their hyperedges and ends.
+fn edges_of(edges: &RecordBatch, vectors: &Vectors, (entity_row, hyperedge_row): RowsById<'_, '_>) -> Result<Edges> {
+    let (source, target) = (string_column(edges, col::SOURCE_ID)?, string_column(edges, col::TARGET_ID)?);
+    Ok(Edges {
+        id: string_column(edges, col::EDGE_ID)?.clone(),
+        doc_id: string_column(edges, col::DOC_ID)?.clone(),
+        text: string_column(edges, col::TEXT)?.clone(),
+        hyperedge: string_column(edges, col::HYPEREDGE_ID)?
+            .iter()
+            .map(|h| h.and_then(|h| hyperedge_row.get(h).copied()))
+            .collect(),
+        ends: (0..edges.num_rows())
+            .map(|i| [entity_row.get(source.value(i)).copied(), entity_row.get(target.value(i)).copied()])
+            .collect(),
+        vectors: vectors.clone(),
+    })
+}
+
+/// Entity row → incident hyperedge rows (in reading order), and hyperedge row → entity rows.
+fn incidence_of(
+    incidence: &RecordBatch,
+    hyperedges: &Hyperedges,
+    entities: usize,
+    (entity_row, hyperedge_row): RowsById<'_, '_>,
+) -> Result<[Vec<Vec<u32>>; 2]> {
+    let mut entity_hyperedges = vec![Vec::new(); entities];
+    let mut hyperedge_entities = vec![Vec::new(); hyperedges.id.len()];
+    let (inc_h, inc_e) = (string_column(incidence, col::HYPEREDGE_ID)?, string_column(incidence, col::ENTITY_ID)?);
+    for i in 0..incidence.num_rows() {
+        if let (Some(&h), Some(&e)) = (hyperedge_row.get(inc_h.value(i)), entity_row.get(inc_e.value(i))) {
+            entity_hyperedges[e as usize].push(h);
+            hyperedge_entities[h as usize].push(e);
+        }
+    }
+    for list in &mut entity_hyperedges {
+        hyperedges.sort_in_reading_order(list);
+    }
+    Ok([entity_hyperedges, hyperedge_entities])
+}
+
+/// `kb/clusters` with their members, and hyperedge row → cluster rows.
+fn clusters_of(
+    clusters: &RecordBatch,
+    members: &RecordBatch,
+    hyperedges: &Hyperedges,
+    hyperedge_row: &HashMap<&str, u32>,
+) -> Result<(Clusters, Vec<Vec<u32>>)> {
+    let cluster_ids = string_column(clusters, col::CLUSTER_ID)?;
+    let cluster_row = rows_by_id(cluster_ids);
+    let mut cluster_members = vec![Vec::new(); clusters.num_rows()];
+    let mut hyperedge_clusters = vec![Vec::new(); hyperedges.id.len()];
+    let (member_cluster, member_hyperedge) =
+        (string_column(members, col::CLUSTER_ID)?, string_column(members, col::HYPEREDGE_ID)?);
+    for i in 0..members.num_rows() {
+        if let (Some(&c), Some(&h)) =
+            (cluster_row.get(member_cluster.value(i)), hyperedge_row.get(member_hyperedge.value(i)))
+        {
+            cluster_members[c as usize].push(h);
+            hyperedge_clusters[h as usize].push(c);
+        }
+    }
+    for m in &mut cluster_members {
+        m.sort_by_key(|&h| hyperedges.item_idx.value(h as usize));
+    }
+    let clusters = Clusters {
+        id: cluster_ids.clone(),
+        doc_id: string_column(clusters, col::DOC_ID)?.clone(),
+        text: string_column(clusters, col::TEXT)?.clone(),
+        members: cluster_members,
+    };
+    Ok((clusters, hyperedge_clusters))
+}
+
+/// Normalised name → entity rows.
+fn names_of(entities: &Entities) -> HashMap<String, Vec<u32>> {
+    let mut by_name: HashMap<String, Vec<u32>> = HashMap::new();
+    for (i, name) in entities.norm_name.iter().enumerate() {
+        by_name.entry(name.unwrap_or_default().to_owned()).or_default().push(i as u32);
+    }
+    by_name
+}
+
+/// Alias (from aliases and summaries, not names) → entity rows.
+fn aliases_of(aliases: &RecordBatch, entity_row: &HashMap<&str, u32>) -> Result<HashMap<String, Vec<u32>>> {
+    let mut by_alias: HashMap<String, Vec<u32>> = HashMap::new();
+    let (alias, alias_entity, origin) = (
+        string_column(aliases, col::ALIAS)?,
+        string_column(aliases, col::ENTITY_ID)?,
+        string_column(aliases, col::ORIGIN)?,
+    );
+    for i in 0..aliases.num_rows() {
+        if origin.value(i) != "name"
+            && let Some(&e) = entity_row.get(alias_entity.value(i))
+        {
+            let rows = by_alias.entry(alias.value(i).to_owned()).or_default();
+            if !rows.contains(&e) {
+                rows.push(e);
+            }
+        }
+    }
+    Ok(by_alias)
+}
+
 impl Kb {
-    /// Reads the kb of `index`, whose vectors must all be of embedding model `model`.
-    pub fn load(index: &Index, model: &str) -> Result<Kb> {
+    /// Reads the kb of `index`, whose vectors must all be of embedding model `model`, and holds
+    /// them at `precision`.
+    pub fn load(index: &Index, model: &str, precision: Precision) -> Result<Kb> {
         // Shared with other readers; a merge writing the kb holds it exclusively.
         let _lock = lock::shared(index, LockName::Kb)?;
         let mut missing = Vec::new();
-        for table in TABLES.into_iter().chain([Table::KbThresholds]) {
+        for table in TABLES.iter().map(|t| t.0).chain([Table::KbThresholds]) {
             if index.parts(table)?.is_empty() {
                 missing.push(table);
             }
@@ -483,9 +437,14 @@ impl Kb {
         }
         let fingerprint = one_merge_fingerprint(index)?;
         let derived_thresholds = read_thresholds(index, model)?;
-        let loaded: Vec<Loaded> = TABLES.par_iter().map(|t| load_table(index, *t, model)).collect::<Result<_>>()?;
-        let (batches, vectors): (Vec<RecordBatch>, Vec<Vectors>) =
-            loaded.into_iter().map(|t| (t.batch, t.vectors)).unzip();
+        let started = Instant::now();
+        let loaded: Vec<(RecordBatch, Vectors)> = TABLES
+            .par_iter()
+            .map(|&t| load_table(index, t, (model, precision), &fingerprint))
+            .collect::<Result<_>>()?;
+        let mut load_times = LoadTimes { tables: started.elapsed().as_secs_f64(), ..LoadTimes::default() };
+        let started = Instant::now();
+        let (batches, vectors): (Vec<RecordBatch>, Vec<Vectors>) = loaded.into_iter().unzip();
         let (
             [entities, hyperedges, edges, chunks, clusters, members, incidence, aliases],
             [entity_vectors, hyperedge_vectors, edge_vectors, chunk_vectors, ..],
@@ -511,23 +470,7 @@ impl Kb {
             ref_end: typed::<Int64Array>(hyperedges, col::REF_END)?.clone(),
             vectors: hyperedge_vectors.clone(),
         };
-        let entity_row = rows_by_id(&entities.id);
-        let hyperedge_row = rows_by_id(&hyperedges.id);
-
-        let edge_hyperedges = string_column(edges, col::HYPEREDGE_ID)?;
-        let edges = Edges {
-            id: string_column(edges, col::EDGE_ID)?.clone(),
-            doc_id: string_column(edges, col::DOC_ID)?.clone(),
-            text: string_column(edges, col::TEXT)?.clone(),
-            hyperedge: edge_hyperedges.iter().map(|h| h.and_then(|h| hyperedge_row.get(h).copied())).collect(),
-            ends: {
-                let (source, target) = (string_column(edges, col::SOURCE_ID)?, string_column(edges, col::TARGET_ID)?);
-                (0..edges.num_rows())
-                    .map(|i| [entity_row.get(source.value(i)).copied(), entity_row.get(target.value(i)).copied()])
-                    .collect()
-            },
-            vectors: edge_vectors.clone(),
-        };
+        let (entity_row, hyperedge_row) = rayon::join(|| rows_by_id(&entities.id), || rows_by_id(&hyperedges.id));
         let chunks = Chunks {
             doc_id: string_column(chunks, col::DOC_ID)?.clone(),
             chunk_idx: typed::<Int32Array>(chunks, col::CHUNK_IDX)?.clone(),
@@ -536,67 +479,26 @@ impl Kb {
             char_end: typed::<Int64Array>(chunks, col::CHAR_END)?.clone(),
             vectors: chunk_vectors.clone(),
         };
-
-        let cluster_ids = string_column(clusters, col::CLUSTER_ID)?;
-        let cluster_row = rows_by_id(cluster_ids);
-        let mut cluster_members = vec![Vec::new(); clusters.num_rows()];
-        let mut hyperedge_clusters = vec![Vec::new(); hyperedges.id.len()];
-        let (member_cluster, member_hyperedge) =
-            (string_column(members, col::CLUSTER_ID)?, string_column(members, col::HYPEREDGE_ID)?);
-        for i in 0..members.num_rows() {
-            if let (Some(&c), Some(&h)) =
-                (cluster_row.get(member_cluster.value(i)), hyperedge_row.get(member_hyperedge.value(i)))
-            {
-                cluster_members[c as usize].push(h);
-                hyperedge_clusters[h as usize].push(c);
-            }
-        }
-        for m in &mut cluster_members {
-            m.sort_by_key(|&h| hyperedges.item_idx.value(h as usize));
-        }
-        let clusters = Clusters {
-            id: cluster_ids.clone(),
-            doc_id: string_column(clusters, col::DOC_ID)?.clone(),
-            text: string_column(clusters, col::TEXT)?.clone(),
-            members: cluster_members,
-        };
-
-        let mut entity_hyperedges = vec![Vec::new(); entities.id.len()];
-        let mut hyperedge_entities = vec![Vec::new(); hyperedges.id.len()];
-        let (inc_h, inc_e) = (string_column(incidence, col::HYPEREDGE_ID)?, string_column(incidence, col::ENTITY_ID)?);
-        for i in 0..incidence.num_rows() {
-            if let (Some(&h), Some(&e)) = (hyperedge_row.get(inc_h.value(i)), entity_row.get(inc_e.value(i))) {
-                entity_hyperedges[e as usize].push(h);
-                hyperedge_entities[h as usize].push(e);
-            }
-        }
-        for list in &mut entity_hyperedges {
-            hyperedges.sort_in_reading_order(list);
-        }
-
-        let mut by_name: HashMap<String, Vec<u32>> = HashMap::new();
-        for (i, name) in entities.norm_name.iter().enumerate() {
-            by_name.entry(name.unwrap_or_default().to_owned()).or_default().push(i as u32);
-        }
-        let mut by_alias: HashMap<String, Vec<u32>> = HashMap::new();
-        let (alias, alias_entity, origin) = (
-            string_column(aliases, col::ALIAS)?,
-            string_column(aliases, col::ENTITY_ID)?,
-            string_column(aliases, col::ORIGIN)?,
+        // The lookups do not depend on one another: two halves of about equal work at once.
+        let rows = (&entity_row, &hyperedge_row);
+        let (left, right) = rayon::join(
+            || -> Result<_> {
+                let edges = edges_of(edges, edge_vectors, rows)?;
+                let incidence = incidence_of(incidence, &hyperedges, entities.id.len(), rows)?;
+                Ok((edges, incidence, chunk_links(&hyperedges, &chunks)))
+            },
+            || -> Result<_> {
+                let clusters = clusters_of(clusters, members, &hyperedges, &hyperedge_row)?;
+                let by_alias = aliases_of(aliases, &entity_row)?;
+                Ok((clusters, names_of(&entities), by_alias, titled_hyperedges(index, &hyperedges)?))
+            },
         );
-        for i in 0..aliases.num_rows() {
-            if origin.value(i) != "name"
-                && let Some(&e) = entity_row.get(alias_entity.value(i))
-            {
-                let rows = by_alias.entry(alias.value(i).to_owned()).or_default();
-                if !rows.contains(&e) {
-                    rows.push(e);
-                }
-            }
-        }
-        let by_title = titled_hyperedges(index, &hyperedges)?;
-        let (hyperedge_chunk, chunk_has_hyperedges) = chunk_links(&hyperedges, &chunks);
+        let (edges, [entity_hyperedges, hyperedge_entities], (hyperedge_chunk, chunk_has_hyperedges)) = left?;
+        let ((clusters, hyperedge_clusters), by_name, by_alias, by_title) = right?;
+        load_times.lookups = started.elapsed().as_secs_f64();
+        let started = Instant::now();
         let lexical = lexical_index(&hyperedges, &hyperedge_entities, &entities);
+        load_times.lexical = started.elapsed().as_secs_f64();
         Ok(Kb {
             model: model.to_owned(),
             entities,
@@ -615,6 +517,7 @@ impl Kb {
             lexical,
             derived_thresholds,
             fingerprint,
+            load_times,
         })
     }
 
@@ -627,93 +530,5 @@ impl Kb {
             ("clusters", self.clusters.id.len()),
             ("chunks", self.chunks.doc_id.len()),
         ]
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use std::sync::Arc;
-
-    use arrow::array::{ArrayRef, Float32Array, new_null_array};
-    use arrow::datatypes::{DataType, Field};
-
-    use super::*;
-    use crate::io::parquet::write_part;
-
-    /// A row: document, position, model, vector (or none).
-    type Row<'a> = (&'a str, i32, &'a str, Option<[f32; 2]>);
-
-    /// A `kb/hyperedges` part of `rows`, the other columns null.
-    fn part(rows: &[Row<'_>]) -> RecordBatch {
-        let schema = Table::KbHyperedges.schema();
-        let inner = Arc::new(Field::new("item", DataType::Float32, false));
-        let columns = schema
-            .fields()
-            .iter()
-            .map(|field| -> ArrayRef {
-                let strings =
-                    |f: &dyn Fn(usize) -> String| Arc::new(StringArray::from_iter_values((0..rows.len()).map(f)));
-                match field.name().as_str() {
-                    col::HYPEREDGE_ID => strings(&|i| format!("h-{}-{}", rows[i].0, rows[i].1)),
-                    col::DOC_ID => strings(&|i| rows[i].0.to_owned()),
-                    col::MODEL => strings(&|i| rows[i].2.to_owned()),
-                    col::TEXT | col::REF_TEXT | col::BACKEND => strings(&|_| String::new()),
-                    col::ITEM_IDX => Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.1))),
-                    col::EMBEDDING => {
-                        let values: Vec<f32> = rows.iter().flat_map(|r| r.3.unwrap_or_default()).collect();
-                        let nulls = rows.iter().map(|r| r.3.is_some()).collect::<Vec<_>>();
-                        let values = Arc::new(Float32Array::from(values));
-                        Arc::new(FixedSizeListArray::new(inner.clone(), 2, values, Some(nulls.into())))
-                    }
-                    _ => new_null_array(field.data_type(), rows.len()),
-                }
-            })
-            .collect();
-        let schema = Arc::new(arrow::datatypes::Schema::new(
-            schema
-                .fields()
-                .iter()
-                .map(|f| match f.name().as_str() {
-                    col::EMBEDDING => Field::new(col::EMBEDDING, DataType::FixedSizeList(inner.clone(), 2), true),
-                    _ => f.as_ref().clone(),
-                })
-                .collect::<Vec<_>>(),
-        ));
-        RecordBatch::try_new(schema, columns).unwrap()
-    }
-
-    fn index_of(parts: &[Vec<Row<'_>>]) -> (tempfile::TempDir, Index) {
-        let tmp = tempfile::tempdir().unwrap();
-        let index = Index::open_or_create(tmp.path(), Some(4)).unwrap();
-        for (bucket, rows) in parts.iter().enumerate() {
-            let path = index.bucket_path(Table::KbHyperedges, bucket as u32);
-            write_part(&path, Table::KbHyperedges, "f", &[part(rows)]).unwrap();
-        }
-        (tmp, index)
-    }
-
-    #[test]
-    fn vectors_are_placed_with_their_rows_in_merge_order() {
-        let (_tmp, index) = index_of(&[
-            vec![("b", 1, "m", Some([1.0, 1.0])), ("a", 2, "m", Some([2.0, 2.0]))],
-            vec![("b", 0, "m", Some([3.0, 3.0])), ("a", 0, "m", Some([4.0, 4.0]))],
-        ]);
-        let loaded = load_table(&index, Table::KbHyperedges, "m").unwrap();
-        let ids: Vec<&str> = string_column(&loaded.batch, col::HYPEREDGE_ID).unwrap().iter().flatten().collect();
-        assert_eq!(ids, ["h-a-0", "h-a-2", "h-b-0", "h-b-1"]);
-        assert_eq!(loaded.vectors.values(), [4.0, 4.0, 2.0, 2.0, 3.0, 3.0, 1.0, 1.0]);
-        assert_eq!(loaded.vectors.dim(), 2);
-    }
-
-    #[test]
-    fn rows_without_a_vector_of_the_model_are_refused() {
-        let (_tmp, index) = index_of(&[vec![("a", 0, "m", Some([1.0, 0.0])), ("a", 1, "m", None)]]);
-        let missing = load_table(&index, Table::KbHyperedges, "m").err().unwrap().index_problem().unwrap().to_string();
-        assert!(missing.contains("1 of 2 rows of kb/hyperedges have no vector of embedding model `m`"), "{missing}");
-        let (_tmp, index) =
-            index_of(&[vec![("a", 0, "m", Some([1.0, 0.0]))], vec![("b", 0, "other", Some([0.0, 1.0]))]]);
-        let other = load_table(&index, Table::KbHyperedges, "m").err().unwrap().index_problem().unwrap().to_string();
-        assert!(other.contains("built with embedding model `other` (kb/hyperedges)"), "{other}");
     }
 }

@@ -25,12 +25,18 @@ const ROWS_PER_BLOCK: usize = 16_384;
 /// The stemmed content words of `text`, in order (repeats kept).
 pub fn terms(text: &str) -> Vec<String> {
     let stemmer = Stemmer::create(Algorithm::English);
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .filter(|w| !is_question_stop_word(w))
-        .map(|w| stemmer.stem(&w).into_owned())
-        .collect()
+    words(text).filter_map(|w| term(&stemmer, w)).collect()
+}
+
+/// The words of `text`: its runs of alphanumeric characters.
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty())
+}
+
+/// The term of one word (None: a stop word).
+fn term(stemmer: &Stemmer, word: &str) -> Option<String> {
+    let word = word.to_lowercase();
+    (!is_question_stop_word(&word)).then(|| stemmer.stem(&word).into_owned())
 }
 
 /// A BM25 index over a list of texts (rows).
@@ -44,44 +50,70 @@ pub struct Lexical {
     mean_length: f32,
 }
 
+/// The index of one block of rows ([`Lexical::build`]).
+struct Block {
+    /// The block's terms, by number.
+    terms: Vec<String>,
+    /// Each term's postings, rows ascending.
+    postings: Vec<Vec<(u32, u32)>>,
+    /// Terms per row.
+    lengths: Vec<u32>,
+}
+
+impl Block {
+    /// Indexes `texts`, rows `first`, `first` + 1, …. Each distinct word is lowercased, checked
+    /// and stemmed once per block (stemming every occurrence was most of the time: a million
+    /// hyperedges hold tens of millions of words and far fewer distinct ones).
+    fn build(texts: &[&str], first: usize) -> Block {
+        let stemmer = Stemmer::create(Algorithm::English);
+        let mut word_terms: HashMap<&str, Option<u32>> = HashMap::new();
+        let mut term_ids: HashMap<String, u32> = HashMap::new();
+        let mut block = Block { terms: Vec::new(), postings: Vec::new(), lengths: Vec::with_capacity(texts.len()) };
+        let mut row_terms = Vec::new();
+        for (i, text) in texts.iter().enumerate() {
+            row_terms.clear();
+            for word in words(text) {
+                let id = *word_terms.entry(word).or_insert_with(|| {
+                    let term = term(&stemmer, word)?;
+                    let next = block.terms.len() as u32;
+                    Some(*term_ids.entry(term).or_insert_with_key(|term| {
+                        block.terms.push(term.clone());
+                        block.postings.push(Vec::new());
+                        next
+                    }))
+                });
+                row_terms.extend(id);
+            }
+            // Sorted, so that a term's frequency is the length of its run.
+            row_terms.sort_unstable();
+            for run in row_terms.chunk_by(|a, b| a == b) {
+                block.postings[run[0] as usize].push(((first + i) as u32, run.len() as u32));
+            }
+            block.lengths.push(row_terms.len() as u32);
+        }
+        block
+    }
+}
+
 impl Lexical {
     /// Indexes `texts` (row i is `texts[i]`).
     pub fn build<'a>(texts: impl IntoParallelIterator<Item = &'a str>) -> Lexical {
-        // Each row's terms, sorted, so that a term's frequency is the length of its run.
-        let rows: Vec<Vec<String>> = texts
-            .into_par_iter()
-            .map(|text| {
-                let mut t = terms(text);
-                t.sort_unstable();
-                t
-            })
-            .collect();
+        let texts: Vec<&str> = texts.into_par_iter().collect();
         // Blocks of rows are indexed in parallel and their postings appended in row order
         // (`reduce` on an indexed iterator combines neighbours left to right).
-        let postings = rows
+        let blocks: Vec<Block> = texts
             .par_chunks(ROWS_PER_BLOCK)
             .enumerate()
-            .map(|(block, rows)| {
-                let mut postings: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
-                for (i, terms) in rows.iter().enumerate() {
-                    let row = (block * ROWS_PER_BLOCK + i) as u32;
-                    for run in terms.chunk_by(|a, b| a == b) {
-                        let list = match postings.get_mut(&run[0]) {
-                            Some(list) => list,
-                            None => postings.entry(run[0].clone()).or_default(),
-                        };
-                        list.push((row, run.len() as u32));
-                    }
-                }
-                postings
-            })
-            .reduce(HashMap::new, |mut left, right| {
-                for (term, list) in right {
-                    left.entry(term).or_default().extend(list);
-                }
-                left
-            });
-        let lengths: Vec<u32> = rows.iter().map(|terms| terms.len() as u32).collect();
+            .map(|(block, texts)| Block::build(texts, block * ROWS_PER_BLOCK))
+            .collect();
+        let mut postings: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
+        let mut lengths = Vec::with_capacity(texts.len());
+        for block in blocks {
+            for (term, list) in block.terms.into_iter().zip(block.postings) {
+                postings.entry(term).or_default().extend(list);
+            }
+            lengths.extend(block.lengths);
+        }
         let total: u64 = lengths.iter().map(|&l| u64::from(l)).sum();
         let mean_length = if lengths.is_empty() { 0.0 } else { total as f32 / lengths.len() as f32 };
         Lexical { postings, lengths, mean_length }
@@ -167,5 +199,29 @@ mod tests {
         let weir1: Vec<u32> = index.postings["weir1"].iter().map(|p| p.0).collect();
         assert_eq!(weir1, (0..rows as u32).filter(|r| r % 3 == 1).collect::<Vec<_>>());
         assert_eq!((index.len(), index.mean_length), (rows, 3.0));
+    }
+
+    #[test]
+    fn the_index_holds_each_rows_terms_as_terms_gives_them() {
+        let words = ["Weir", "weirs", "the", "Compact", "compacts", "Ortiz", "of", "chaired", "CHAIRS", "2015"];
+        let mut rng = fastrand::Rng::with_seed(7);
+        let texts: Vec<String> = (0..ROWS_PER_BLOCK + 300)
+            .map(|_| (0..rng.usize(0..9)).map(|_| words[rng.usize(..words.len())]).collect::<Vec<_>>().join(" "))
+            .collect();
+        let index = Lexical::build(texts.par_iter().map(String::as_str));
+        let mut expected: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
+        for (row, text) in texts.iter().enumerate() {
+            let terms = terms(text);
+            assert_eq!(index.lengths[row] as usize, terms.len());
+            let mut counts: HashMap<&String, u32> = HashMap::new();
+            for t in &terms {
+                *counts.entry(t).or_default() += 1;
+            }
+            for (t, n) in counts {
+                expected.entry(t.clone()).or_default().push((row as u32, n));
+            }
+        }
+        assert_eq!(index.postings, expected);
+        assert!(index.postings.contains_key("chair") && !index.postings.contains_key("the"));
     }
 }

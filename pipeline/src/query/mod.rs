@@ -40,7 +40,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 use serde::Serialize;
 
-pub use self::config::{Assembly, FusionWeights, Mode, QueryConfig, Thresholds, WindowIn};
+pub use self::config::{Assembly, FusionWeights, Mode, Precision, QueryConfig, Thresholds, WindowIn};
 use self::context::{Context, Evidence};
 pub use self::entities::{LlmQueryEntities, QueryEntities, RulesQueryEntities, rules_query_entities};
 pub use self::generate::{AnswerOptions, Answerer, ExtractiveAnswerer, LlmAnswerer};
@@ -243,15 +243,15 @@ impl std::fmt::Debug for Engine {
 
 impl Engine {
     /// Loads the kb of `index`, whose vectors must be of `embedder`'s model, with the given
-    /// query-entities and answers backends.
+    /// query-entities and answers backends; its vectors held at `precision`.
     pub fn new(
         index: &Index,
-        embedder: Box<dyn Embedder>,
+        (embedder, precision): (Box<dyn Embedder>, Precision),
         query_entities: Box<dyn QueryEntities>,
         answerer: Box<dyn Answerer>,
     ) -> Result<Engine> {
         let started = Instant::now();
-        let kb = Kb::load(index, embedder.model())?;
+        let kb = Kb::load(index, embedder.model(), precision)?;
         let load_seconds = started.elapsed().as_secs_f64();
         Ok(Engine {
             kb,

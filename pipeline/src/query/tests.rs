@@ -112,6 +112,7 @@ fn tiny_kb() -> Kb {
         lexical: Default::default(),
         derived_thresholds: HashMap::new(),
         fingerprint: String::new(),
+        load_times: Default::default(),
     }
 }
 
@@ -285,7 +286,7 @@ fn with_second_document(mut kb: Kb, hub_nodes: usize) -> Kb {
             .into()
     }
     fn extend(v: &Vectors, cosines: &[f32]) -> Vectors {
-        let mut values: Vec<f32> = (0..v.len()).flat_map(|r| v.row(r).to_vec()).collect();
+        let mut values = v.to_f32();
         values.extend(cosines.iter().flat_map(|&c| [c, (1.0 - c * c).max(0.0).sqrt(), 0.0]));
         Vectors::new(3, values.into())
     }

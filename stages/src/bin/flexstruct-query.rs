@@ -241,10 +241,13 @@ fn summary(engine: &Engine, answers: &[Answer]) {
     let tokens = answers.iter().map(|a| a.context_tokens).sum::<usize>() as f64 / answers.len().max(1) as f64;
     let sizes: Vec<String> = engine.kb.sizes().iter().map(|(n, c)| format!("{c} {n}")).collect();
     flexstruct_stages::say!(
-        "query: {} questions, kb loaded in {:.2} s ({}); retrieval p50 {:.1} ms, p95 {:.1} ms; {:.0} context tokens per question",
+        "query: {} questions, kb loaded in {:.2} s ({}; tables {:.1} s, lookups {:.1} s, lexical {:.1} s); retrieval p50 {:.1} ms, p95 {:.1} ms; {:.0} context tokens per question",
         answers.len(),
         engine.load_seconds,
         sizes.join(", "),
+        engine.kb.load_times.tables,
+        engine.kb.load_times.lookups,
+        engine.kb.load_times.lexical,
         pct(0.5),
         pct(0.95),
         tokens

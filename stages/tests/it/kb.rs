@@ -155,6 +155,12 @@ fn a_sharded_merge_equals_one_merge_and_a_new_document_rewrites_only_its_bucket(
     assert!(global.stderr.contains("1 done"), "{}", global.stderr);
     assert_eq!(kb_dump(&sharded), kb_dump(&single));
     assert_eq!(query(&sharded, "SELECT * FROM kb.thresholds"), query(&single, "SELECT * FROM kb.thresholds"));
+    // The global step also wrote the vector files, the same as one merge's.
+    for table in ["entities", "hyperedges", "edges", "chunks"] {
+        let file = format!("kb/{table}/vectors.f32");
+        let (a, b) = (std::fs::read(sharded.join(&file)).unwrap(), std::fs::read(single.join(&file)).unwrap());
+        assert!(a == b && a.starts_with(b"flexstruct vectors 1\n"), "{file}");
+    }
 
     // One more document: only its bucket's kb parts and the global thresholds are rewritten.
     let corpus = tmp.path().join("corpus");
@@ -172,9 +178,11 @@ fn a_sharded_merge_equals_one_merge_and_a_new_document_rewrites_only_its_bucket(
     let after = data_files(&single);
     let changed: Vec<&String> =
         after.keys().filter(|k| k.starts_with("kb/") && before.get(*k) != after.get(*k)).collect();
+    let global = |k: &&&String| k.starts_with("kb/thresholds") || k.ends_with("/vectors.f32");
     let buckets: std::collections::BTreeSet<&str> =
-        changed.iter().filter(|k| !k.starts_with("kb/thresholds")).map(|k| k.rsplit('/').next().unwrap()).collect();
+        changed.iter().filter(|k| !global(k)).map(|k| k.rsplit('/').next().unwrap()).collect();
     assert_eq!(buckets.len(), 1, "kb parts rewritten: {changed:?}");
     assert!(changed.iter().any(|k| k.starts_with("kb/thresholds")), "{changed:?}");
-    assert_eq!(changed.len(), 10, "nine bucketed kb tables and the thresholds: {changed:?}");
+    assert_eq!(changed.iter().filter(|k| k.ends_with("/vectors.f32")).count(), 4, "{changed:?}");
+    assert_eq!(changed.len(), 14, "nine bucketed kb tables, the thresholds, four vector files: {changed:?}");
 }

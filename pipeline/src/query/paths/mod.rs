@@ -42,14 +42,15 @@ use flexstruct_schemas::{Table, col};
 
 use self::graph::{QueryGraph, decompose};
 use self::tree::{PER_NODE, PathTree, QueryBox, Visit};
-use super::kb::{Kb, one_batch};
+use super::kb::Kb;
 pub use super::retrieve::{Outcome, StructureMatch};
 use super::retrieve::{QueryInput, Retrieved, Unit};
-use super::scan::{Vectors, dot};
+use super::scan::Vectors;
 use crate::core::dominance::{Encoder, GatEncoder, SketchShape, dominated};
 use crate::core::names::normalize;
 use crate::core::{Error, IndexProblem, Result};
 use crate::io::Index;
+use crate::io::kb::one_batch;
 use crate::io::parquet::{kb_of_derived, part_fingerprint, read_table, string_column, typed};
 
 pub use self::graph::rules_query_graph;
@@ -364,10 +365,9 @@ impl PathIndex {
 
     /// Reduced coordinates of a node: the projection of o₀, then the two reductions of o.
     fn reduced(&self, node: u32) -> [f32; PER_NODE] {
-        let o0 = self.labels.row(node as usize);
-        let (p0, p1) = self.projection.split_at(o0.len());
+        let (p0, p1) = self.projection.split_at(self.labels.dim());
         let [s0, s1] = self.encoder.reduce(self.dominant(node));
-        [dot(p0, o0), dot(p1, o0), s0, s1]
+        [self.labels.dot(p0, node as usize), self.labels.dot(p1, node as usize), s0, s1]
     }
 
     /// The node a mention of the question stands for: the node of its normalised name, else the
@@ -382,9 +382,9 @@ impl PathIndex {
 
     /// The best similarity of a relation to the kb edges between two nodes (−1: no edge).
     fn relation_score(&self, kb: &Kb, relation: &[f32], a: u32, b: u32) -> f32 {
-        self.pair_edges.get(&(a, b)).map_or(-1.0, |rows| {
-            rows.iter().map(|&r| dot(relation, kb.edges.vectors.row(r as usize))).fold(-1.0, f32::max)
-        })
+        self.pair_edges
+            .get(&(a, b))
+            .map_or(-1.0, |rows| rows.iter().map(|&r| kb.edges.vectors.dot(relation, r as usize)).fold(-1.0, f32::max))
     }
 
     /// Structure-guided retrieval for one question, counted in [`PathIndex::tally`].
@@ -487,7 +487,7 @@ impl PathIndex {
             for e in &graph.edges {
                 let relation = relation_of(e.a, e.b);
                 for &row in self.pair_edges.get(&(m[e.a], m[e.b])).into_iter().flatten() {
-                    let similarity = dot(relation, kb.edges.vectors.row(row as usize));
+                    let similarity = kb.edges.vectors.dot(relation, row as usize);
                     out.rows.push(edge_evidence(kb, row, base + similarity.clamp(-1.0, 1.0) / 4.0));
                 }
             }
@@ -647,12 +647,12 @@ impl PathIndex {
         for &v in mapped.iter().flatten() {
             for &u in &self.neighbours[v as usize] {
                 for &row in self.pair_edges.get(&(v, u)).into_iter().flatten() {
-                    add(edge_evidence(kb, row, dot(question, kb.edges.vectors.row(row as usize))));
+                    add(edge_evidence(kb, row, kb.edges.vectors.dot(question, row as usize)));
                 }
             }
             for &e in &self.node_entities[v as usize] {
                 for &h in &kb.entity_hyperedges[e as usize] {
-                    let score = dot(question, kb.hyperedges.vectors.row(h as usize));
+                    let score = kb.hyperedges.vectors.dot(question, h as usize);
                     add(Retrieved { unit: Unit::Hyperedge, row: h, score, len: 1, tier: 0, focus: None });
                 }
             }

@@ -8,7 +8,8 @@
 //! change is skipped, and `--shard K/N` builds the kb parts of its buckets as an independent job.
 //! The run over the whole index (also the final step after sharded runs) derives the global
 //! thresholds from every bucket's vectors and writes them last, with the fingerprint of all kb
-//! parts, so that a reader can tell a whole kb from one a merge is still writing.
+//! parts, so that a reader can tell a whole kb from one a merge is still writing; then the kb's
+//! vector files ([`crate::io::kb`]), which spare a reader decoding the vectors from Parquet.
 
 pub mod sql;
 
@@ -30,6 +31,7 @@ use crate::core::models::{DERIVED_PERCENTILE, derive_threshold};
 use crate::core::units::Unit;
 use crate::core::{Error, IndexProblem, Result, threads};
 use crate::io::files::remove_file;
+use crate::io::kb::write_vector_files;
 use crate::io::lock::{self, LockName};
 use crate::io::parquet::{
     KB_BUCKET_TABLES, kb_parts_fingerprint, output_fingerprint, part_fingerprint, part_row_count, row_count,
@@ -166,8 +168,9 @@ fn merge_bucket(
     Ok(())
 }
 
-/// Derives the global parts from every bucket's kb parts: the thresholds (written last, with
-/// the fingerprint of all kb parts, which a reader checks) and the run's statistics.
+/// Derives the global parts from every bucket's kb parts: the thresholds (with the fingerprint
+/// of all kb parts, which a reader checks) and the run's statistics, then the vector files of
+/// that kb ([`crate::io::kb`]; also for a kb merged before they existed).
 fn merge_global(
     index: &Index,
     model: &str,
@@ -178,8 +181,23 @@ fn merge_global(
     let path = index.kb_part(Table::KbThresholds);
     if output_fingerprint(&path, Table::KbThresholds)?.as_deref() == Some(expected.as_str()) {
         metrics.units_skipped += 1;
-        return Ok(());
+    } else {
+        merge_thresholds(index, model, runtime, metrics, &expected)?;
+        metrics.units_done += 1;
     }
+    write_vector_files(index, model, &expected)?;
+    Ok(())
+}
+
+/// Writes `kb/thresholds` (with the kb's fingerprint `expected`) and the run's statistics.
+fn merge_thresholds(
+    index: &Index,
+    model: &str,
+    runtime: &tokio::runtime::Runtime,
+    metrics: &mut MergeMetrics,
+    expected: &str,
+) -> Result<()> {
+    let path = index.kb_part(Table::KbThresholds);
     runtime.block_on(async {
         let mut tables = KB_BUCKET_TABLES.to_vec();
         tables.push(Table::Entities);
@@ -225,10 +243,8 @@ fn merge_global(
                 metrics.details.hyperdegree_histogram.insert(bins.value(i).to_owned(), counts.value(i));
             }
         }
-        write_part(&path, Table::KbThresholds, &expected, &[thresholds_batch(model, &thresholds)?])
-    })?;
-    metrics.units_done += 1;
-    Ok(())
+        write_part(&path, Table::KbThresholds, expected, &[thresholds_batch(model, &thresholds)?])
+    })
 }
 
 /// The fingerprint of one bucket's kb parts merged from its current per-document parts with

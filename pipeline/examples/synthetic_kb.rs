@@ -5,9 +5,10 @@
 //! instead of repeating them. Copies are made until there are at least HYPEREDGES hyperedges;
 //! entities are copied only while there are fewer than ENTITIES of them (a copy without its
 //! entities keeps its hyperedges, edges and chunks, and drops its incidence and aliases). Texts
-//! are the originals'. The kb's parts carry fingerprints that add up the way a merge's do, so
-//! `flexstruct-query` reads it like any merged kb, and the kb's vector files are written as a
-//! merge writes them. Run again on a complete OUT, it only brings the vector files up to date.
+//! are the originals'. Each part's rows are in merge order, as a merge writes them (a copy's
+//! renamed ids sort among the originals'). The kb's parts carry fingerprints that add up the way
+//! a merge's do, so `flexstruct-query` reads it like any merged kb, and the kb's vector files are
+//! written as a merge writes them. Run again on a complete OUT, it only brings the vector files up to date.
 //!
 //! `cargo run --release -p flexstruct-pipeline --example synthetic_kb -- SOURCE OUT HYPEREDGES [ENTITIES]`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -18,7 +19,7 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, FixedSizeListArray, Float32Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Float32Type};
 use flexstruct_pipeline::io::Index;
-use flexstruct_pipeline::io::kb::write_vector_files;
+use flexstruct_pipeline::io::kb::{self, one_batch, write_vector_files};
 use flexstruct_pipeline::io::parquet::{
     KB_BUCKET_TABLES, kb_parts_fingerprint, one_merge_fingerprint, part_fingerprint, part_row_count, read_part,
     write_part,
@@ -68,6 +69,7 @@ fn main() {
         let seed = fnv(&part.display().to_string());
         let copied: Vec<RecordBatch> =
             (0..keep).flat_map(|c| batches.iter().map(move |b| copy_batch(b, c, seed ^ c as u64))).collect();
+        let copied = in_merge_order(*table, copied);
         let fingerprint = part_fingerprint(part, *table).expect("fingerprint").unwrap_or_default();
         let name = part.file_name().expect("part name");
         write_part(&out.table_dir(*table).join(name), *table, &format!("{fingerprint}x{copies}"), &copied)
@@ -90,6 +92,12 @@ fn write_vectors(out: &Index) {
     let fingerprint = one_merge_fingerprint(out).expect("a whole kb");
     let written = write_vector_files(out, &model.expect("the kb's model"), &fingerprint).expect("vector files");
     println!("{written} vector files written");
+}
+
+/// The rows of `batches` as one batch, sorted as a merge writes a part.
+fn in_merge_order(table: Table, batches: Vec<RecordBatch>) -> Vec<RecordBatch> {
+    let batch = one_batch(table, batches).expect("one batch");
+    vec![kb::in_merge_order(table, batch).expect("sorted")]
 }
 
 /// Copy `copy` of a batch: ids renamed, vectors moved (copy 0 is the original).

@@ -70,9 +70,10 @@ pub struct Hyperedges {
 }
 
 impl Hyperedges {
-    /// Sorts hyperedge rows by document, then by their order in it.
-    fn sort_in_reading_order(&self, rows: &mut [u32]) {
-        rows.sort_by_key(|&h| (self.doc_id.value(h as usize), self.item_idx.value(h as usize)));
+    /// Sorts hyperedge rows by document, then by their order in it: row order, as the kb is
+    /// read in merge order (by document, then extraction order).
+    fn sort_in_reading_order(rows: &mut [u32]) {
+        rows.sort_unstable();
     }
 
     /// The located source span of a row.
@@ -269,7 +270,7 @@ fn titled_hyperedges(index: &Index, hyperedges: &Hyperedges) -> Result<HashMap<S
         }
     }
     for rows in by_title.values_mut() {
-        hyperedges.sort_in_reading_order(rows);
+        Hyperedges::sort_in_reading_order(rows);
     }
     Ok(by_title)
 }
@@ -305,13 +306,19 @@ fn load_table(
     Ok((read.batch, Vectors::new(read.dim, read.vectors)))
 }
 
+/// Row by id: built and probed millions of times at a load, with a fast hasher (ids come from
+/// the kb, not from a client that could choose colliding keys).
+type IdRows<'a> = foldhash::HashMap<&'a str, u32>;
+
 /// Row of every id of a string column.
-fn rows_by_id(ids: &StringArray) -> HashMap<&str, u32> {
-    ids.iter().enumerate().filter_map(|(i, id)| id.map(|id| (id, i as u32))).collect()
+fn rows_by_id(ids: &StringArray) -> IdRows<'_> {
+    let mut rows = IdRows::with_capacity_and_hasher(ids.len(), foldhash::fast::RandomState::default());
+    rows.extend(ids.iter().enumerate().filter_map(|(i, id)| id.map(|id| (id, i as u32))));
+    rows
 }
 
 /// Entity rows and hyperedge rows by id.
-type RowsById<'a, 'b> = (&'a HashMap<&'b str, u32>, &'a HashMap<&'b str, u32>);
+type RowsById<'a, 'b> = (&'a IdRows<'b>, &'a IdRows<'b>);
 
 /// `kb/edges` with the rows of their hyperedges and ends.
 fn edges_of(edges: &RecordBatch, vectors: &Vectors, (entity_row, hyperedge_row): RowsById<'_, '_>) -> Result<Edges> {
@@ -341,14 +348,21 @@ fn incidence_of(
     let mut entity_hyperedges = vec![Vec::new(); entities];
     let mut hyperedge_entities = vec![Vec::new(); hyperedges.id.len()];
     let (inc_h, inc_e) = (string_column(incidence, col::HYPEREDGE_ID)?, string_column(incidence, col::ENTITY_ID)?);
+    // Rows are in merge order, a hyperedge's entities one after the other: its row is looked up once.
+    let mut last: Option<(&str, Option<u32>)> = None;
     for i in 0..incidence.num_rows() {
-        if let (Some(&h), Some(&e)) = (hyperedge_row.get(inc_h.value(i)), entity_row.get(inc_e.value(i))) {
+        let id = inc_h.value(i);
+        let h = match last {
+            Some((previous, h)) if previous == id => h,
+            _ => last.insert((id, hyperedge_row.get(id).copied())).1,
+        };
+        if let (Some(h), Some(&e)) = (h, entity_row.get(inc_e.value(i))) {
             entity_hyperedges[e as usize].push(h);
             hyperedge_entities[h as usize].push(e);
         }
     }
     for list in &mut entity_hyperedges {
-        hyperedges.sort_in_reading_order(list);
+        Hyperedges::sort_in_reading_order(list);
     }
     Ok([entity_hyperedges, hyperedge_entities])
 }
@@ -358,7 +372,7 @@ fn clusters_of(
     clusters: &RecordBatch,
     members: &RecordBatch,
     hyperedges: &Hyperedges,
-    hyperedge_row: &HashMap<&str, u32>,
+    hyperedge_row: &IdRows<'_>,
 ) -> Result<(Clusters, Vec<Vec<u32>>)> {
     let cluster_ids = string_column(clusters, col::CLUSTER_ID)?;
     let cluster_row = rows_by_id(cluster_ids);
@@ -396,7 +410,7 @@ fn names_of(entities: &Entities) -> HashMap<String, Vec<u32>> {
 }
 
 /// Alias (from aliases and summaries, not names) → entity rows.
-fn aliases_of(aliases: &RecordBatch, entity_row: &HashMap<&str, u32>) -> Result<HashMap<String, Vec<u32>>> {
+fn aliases_of(aliases: &RecordBatch, entity_row: &IdRows<'_>) -> Result<HashMap<String, Vec<u32>>> {
     let mut by_alias: HashMap<String, Vec<u32>> = HashMap::new();
     let (alias, alias_entity, origin) = (
         string_column(aliases, col::ALIAS)?,

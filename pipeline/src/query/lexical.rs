@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 
+use foldhash::HashMapExt;
 use rayon::prelude::*;
 use rust_stemmers::{Algorithm, Stemmer};
 
@@ -42,8 +43,9 @@ fn term(stemmer: &Stemmer, word: &str) -> Option<String> {
 /// A BM25 index over a list of texts (rows).
 #[derive(Debug, Clone, Default)]
 pub struct Lexical {
-    /// Term → (row, frequency in the row), rows ascending.
-    postings: HashMap<String, Vec<(u32, u32)>>,
+    /// Term → (row, frequency in the row), rows ascending. (Maps built here hash with foldhash:
+    /// millions of words at a load, none chosen by a client.)
+    postings: foldhash::HashMap<String, Vec<(u32, u32)>>,
     /// Terms per row.
     lengths: Vec<u32>,
     /// Mean terms per row.
@@ -66,8 +68,8 @@ impl Block {
     /// hyperedges hold tens of millions of words and far fewer distinct ones).
     fn build(texts: &[&str], first: usize) -> Block {
         let stemmer = Stemmer::create(Algorithm::English);
-        let mut word_terms: HashMap<&str, Option<u32>> = HashMap::new();
-        let mut term_ids: HashMap<String, u32> = HashMap::new();
+        let mut word_terms: foldhash::HashMap<&str, Option<u32>> = foldhash::HashMap::new();
+        let mut term_ids: foldhash::HashMap<String, u32> = foldhash::HashMap::new();
         let mut block = Block { terms: Vec::new(), postings: Vec::new(), lengths: Vec::with_capacity(texts.len()) };
         let mut row_terms = Vec::new();
         for (i, text) in texts.iter().enumerate() {
@@ -106,7 +108,7 @@ impl Lexical {
             .enumerate()
             .map(|(block, texts)| Block::build(texts, block * ROWS_PER_BLOCK))
             .collect();
-        let mut postings: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
+        let mut postings: foldhash::HashMap<String, Vec<(u32, u32)>> = foldhash::HashMap::new();
         let mut lengths = Vec::with_capacity(texts.len());
         for block in blocks {
             for (term, list) in block.terms.into_iter().zip(block.postings) {
@@ -209,7 +211,7 @@ mod tests {
             .map(|_| (0..rng.usize(0..9)).map(|_| words[rng.usize(..words.len())]).collect::<Vec<_>>().join(" "))
             .collect();
         let index = Lexical::build(texts.par_iter().map(String::as_str));
-        let mut expected: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
+        let mut expected: foldhash::HashMap<String, Vec<(u32, u32)>> = foldhash::HashMap::new();
         for (row, text) in texts.iter().enumerate() {
             let terms = terms(text);
             assert_eq!(index.lengths[row] as usize, terms.len());

@@ -3,6 +3,7 @@
 
 use arrow::buffer::ScalarBuffer;
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 use crate::io::kb::{Floats, Precision};
 pub use flexstruct_scan::{Hit, dot};
@@ -84,7 +85,7 @@ impl Vectors {
     pub fn to_f32(&self) -> Vec<f32> {
         match &self.values {
             Values::F32(values) => values.to_vec(),
-            Values::F16(values) => values.iter().map(|v| v.to_f32()).collect(),
+            Values::F16(values) => values.to_f32_vec(),
         }
     }
 

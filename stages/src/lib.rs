@@ -258,11 +258,12 @@ pub fn run_stage<D: Serialize>(
         let pushed = copy.push().with_context(|| format!("writing the run's results back to {}", args.index))?;
         if !args.quiet {
             say!(
-                "{name}: {}: pulled {} objects, wrote {} ({:.1} MB), removed {}",
+                "{name}: {}: pulled {} objects, wrote {} ({:.1} MB; {} in parts), removed {}",
                 args.index,
                 copy.pulled(),
                 pushed.written,
                 pushed.bytes as f64 / 1e6,
+                pushed.in_parts,
                 pushed.removed
             );
         }

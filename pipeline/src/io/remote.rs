@@ -3,8 +3,11 @@
 //! A stage run on a remote index works on a *working copy*: it pulls the objects it reads (its
 //! shard's buckets of the per-document tables, the small shared tables, `index.json`) into a
 //! temporary folder (under `$TMPDIR`, node-local scratch on a cluster), runs exactly as on a local
-//! index, and pushes back what it changed, each object as one whole `PUT` (atomic on object
-//! storage: readers see the old object or the new one), removing the objects it removed. Shards
+//! index, and pushes back what it changed, each object as one whole `PUT` — or, above 64 MiB, one
+//! multipart upload, which S3 needs beyond 5 GB (a million-fact kb's vector file is 3 GB) — both
+//! atomic on object storage (readers see the old object or the new one), removing the objects it
+//! removed. Objects stream between the store and the files, so a transfer holds a few parts in
+//! memory, not the index. Shards
 //! own disjoint buckets and write the log tables (`failures`, `manifest`, `llm_calls`) under keys
 //! of their own, so concurrent shards never write one key. A push first checks that every object
 //! it replaces or removes is still the version it pulled (and that every object it creates does
@@ -42,6 +45,35 @@ pub const CACHE_PREFIX: &str = "llm_cache/";
 
 /// Objects transferred at once.
 const CONCURRENCY: usize = 16;
+
+/// How objects are uploaded: whole up to `multipart_above` bytes, in parts of `part_bytes` beyond.
+#[derive(Debug, Clone, Copy)]
+struct Upload {
+    multipart_above: u64,
+    part_bytes: usize,
+}
+
+/// Up to 64 MiB in one `PUT`, larger objects in 16 MiB parts (S3 allows 5 MiB to 5 GiB a part
+/// and 5 GiB a `PUT`).
+const UPLOAD: Upload = Upload { multipart_above: 64 << 20, part_bytes: 16 << 20 };
+
+/// Parts of one object in flight at once.
+const PARTS_IN_FLIGHT: usize = 2;
+
+/// The SHA-256 and length of a file, read in blocks.
+fn file_digest(path: &Path) -> Result<([u8; 32], u64)> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).map_err(Error::io("reading the working copy", path))?;
+    let (mut hasher, mut buf, mut length) = (Sha256::new(), vec![0u8; 1 << 20], 0u64);
+    loop {
+        let n = file.read(&mut buf).map_err(Error::io("reading the working copy", path))?;
+        if n == 0 {
+            return Ok((hasher.finalize().into(), length));
+        }
+        hasher.update(&buf[..n]);
+        length += n as u64;
+    }
+}
 
 /// Where an index lives: a local folder, or a URL of object storage (`s3://bucket/prefix`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -267,20 +299,26 @@ impl RemoteIndex {
                 .map(|(rel, meta)| {
                     let root = &root;
                     async move {
-                        let bytes = self.get(&rel, &meta.location).await?;
                         let path = root.join(&rel);
                         if let Some(parent) = path.parent() {
                             std::fs::create_dir_all(parent).map_err(Error::io("creating a folder", parent))?;
                         }
-                        std::fs::write(&path, &bytes).map_err(Error::io("writing the working copy", &path))?;
-                        Ok::<_, Error>((rel, Pulled { digest: Sha256::digest(&bytes).into(), e_tag: meta.e_tag }))
+                        let mut file =
+                            std::fs::File::create(&path).map_err(Error::io("writing the working copy", &path))?;
+                        let digest = self
+                            .stream(&rel, &meta.location, |chunk| {
+                                use std::io::Write;
+                                file.write_all(chunk).map_err(Error::io("writing the working copy", &path))
+                            })
+                            .await?;
+                        Ok::<_, Error>((rel, Pulled { digest, e_tag: meta.e_tag }))
                     }
                 })
                 .buffer_unordered(CONCURRENCY)
                 .try_collect::<BTreeMap<_, _>>()
                 .await
         })??;
-        Ok(WorkingCopy { remote: self.clone(), dir, pulled })
+        Ok(WorkingCopy { remote: self.clone(), dir, pulled, upload: UPLOAD })
     }
 
     /// The footer of a part file, read from the end of its object (a few kB, not the rows):
@@ -310,10 +348,18 @@ impl RemoteIndex {
         }
     }
 
-    async fn get(&self, relative: &str, key: &Key) -> Result<bytes::Bytes> {
+    /// Reads an object chunk by chunk into `each`; returns its SHA-256.
+    async fn stream(&self, relative: &str, key: &Key, mut each: impl FnMut(&[u8]) -> Result<()>) -> Result<[u8; 32]> {
         let location = || self.location(relative);
         let object = self.store.get(key).await.map_err(Error::store("reading", location()))?;
-        object.bytes().await.map_err(Error::store("reading", location()))
+        let mut chunks = object.into_stream();
+        let mut hasher = Sha256::new();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(Error::store("reading", location()))?;
+            hasher.update(&chunk);
+            each(&chunk)?;
+        }
+        Ok(hasher.finalize().into())
     }
 }
 
@@ -324,6 +370,7 @@ pub struct WorkingCopy {
     remote: RemoteIndex,
     dir: tempfile::TempDir,
     pulled: BTreeMap<String, Pulled>,
+    upload: Upload,
 }
 
 /// What a push wrote and removed.
@@ -333,6 +380,8 @@ pub struct Pushed {
     pub written: usize,
     /// Bytes written.
     pub bytes: u64,
+    /// Of the objects written, those uploaded in parts (larger than 64 MiB).
+    pub in_parts: usize,
     /// Objects removed.
     pub removed: usize,
 }
@@ -348,18 +397,19 @@ impl WorkingCopy {
         self.pulled.len()
     }
 
-    /// Writes every file that is new or changed since the pull as one whole object, and removes
+    /// Writes every file that is new or changed since the pull as one whole object (a `PUT`, or a
+    /// multipart upload for a large one, read from the file part by part), and removes
     /// the objects of pulled files that are gone: the tables first, then `failures`, then
     /// `manifest` (so that a run's record never precedes its rows). An object changed by another
     /// run since the pull is a conflict: it is left as it is and the push fails naming it.
     pub fn push(&self) -> Result<Pushed> {
         let local = files_below(self.path())?;
-        let mut writes: Vec<(String, Vec<u8>)> = Vec::new();
+        // (path below the root, file, digest, length) of each file to write.
+        let mut writes: Vec<(String, &Path, [u8; 32], u64)> = Vec::new();
         for (rel, path) in &local {
-            let bytes = std::fs::read(path).map_err(Error::io("reading the working copy", path))?;
-            let digest: [u8; 32] = Sha256::digest(&bytes).into();
+            let (digest, length) = file_digest(path)?;
             if self.pulled.get(rel).is_none_or(|p| p.digest != digest) {
-                writes.push((rel.clone(), bytes));
+                writes.push((rel.clone(), path, digest, length));
             }
         }
         let removes: Vec<String> = self.pulled.keys().filter(|rel| !local.contains_key(*rel)).cloned().collect();
@@ -371,15 +421,16 @@ impl WorkingCopy {
         let mut pushed = Pushed::default();
         block_on(async {
             for step in 0..3 {
-                let step_writes: Vec<&(String, Vec<u8>)> =
-                    writes.iter().filter(|(rel, _)| phase(rel) == step).collect();
+                let step_writes: Vec<_> = writes.iter().filter(|(rel, ..)| phase(rel) == step).collect();
                 futures::stream::iter(&step_writes)
-                    .map(|(rel, bytes)| self.write(rel, bytes))
+                    .map(|(rel, path, digest, length)| self.write(rel, path, digest, *length))
                     .buffer_unordered(CONCURRENCY)
                     .try_collect::<Vec<()>>()
                     .await?;
                 pushed.written += step_writes.len();
-                pushed.bytes += step_writes.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
+                pushed.bytes += step_writes.iter().map(|(.., length)| length).sum::<u64>();
+                pushed.in_parts +=
+                    step_writes.iter().filter(|(.., length)| *length > self.upload.multipart_above).count();
                 let step_removes: Vec<&String> = removes.iter().filter(|rel| phase(rel) == step).collect();
                 futures::stream::iter(&step_removes)
                     .map(|rel| self.remove(rel))
@@ -394,8 +445,8 @@ impl WorkingCopy {
     }
 
     /// Whether the object at `rel` is still what was pulled (or, when nothing was, absent or
-    /// already holding `bytes`).
-    async fn unchanged(&self, rel: &str, key: &Key, bytes: Option<&[u8]>) -> Result<bool> {
+    /// already holding the bytes of SHA-256 `digest`).
+    async fn unchanged(&self, rel: &str, key: &Key, digest: Option<&[u8; 32]>) -> Result<bool> {
         let remote = &self.remote;
         let current = match remote.store.head(key).await {
             Ok(meta) => Some(meta),
@@ -407,31 +458,63 @@ impl WorkingCopy {
             (None, None) => true,
             (Some(p), Some(c)) if p.e_tag.is_some() && p.e_tag == c.e_tag => true,
             // Created or changed meanwhile: fine only if it already holds these very bytes.
-            (_, Some(_)) => match bytes {
-                Some(bytes) => remote.get(rel, key).await.is_ok_and(|b| b.as_ref() == bytes),
+            (_, Some(_)) => match digest {
+                Some(digest) => remote.stream(rel, key, |_| Ok(())).await.is_ok_and(|d| &d == digest),
                 None => false,
             },
             (Some(_), None) => false,
         })
     }
 
-    /// Writes one object. A response of the LLM cache that another run stored meanwhile is kept
-    /// (the cache is keyed by the request: either answer serves).
-    async fn write(&self, rel: &str, bytes: &[u8]) -> Result<()> {
+    /// Writes one object from `path` (`length` bytes of SHA-256 `digest`). A response of the
+    /// LLM cache that another run stored meanwhile is kept (the cache is keyed by the request:
+    /// either answer serves).
+    async fn write(&self, rel: &str, path: &Path, digest: &[u8; 32], length: u64) -> Result<()> {
         let remote = &self.remote;
         let key = remote.key(rel);
         if rel.starts_with(CACHE_PREFIX) && remote.store.head(&key).await.is_ok() {
             return Ok(());
         }
-        if !self.unchanged(rel, &key, Some(bytes)).await? {
+        if !self.unchanged(rel, &key, Some(digest)).await? {
             return Err(conflict(remote.location(rel)));
         }
-        remote
-            .store
-            .put(&key, PutPayload::from(bytes.to_vec()))
-            .await
-            .map_err(Error::store("writing", remote.location(rel)))?;
-        Ok(())
+        if length <= self.upload.multipart_above {
+            let bytes = std::fs::read(path).map_err(Error::io("reading the working copy", path))?;
+            remote
+                .store
+                .put(&key, PutPayload::from(bytes))
+                .await
+                .map_err(Error::store("writing", remote.location(rel)))?;
+            return Ok(());
+        }
+        let upload = remote.store.put_multipart(&key).await.map_err(Error::store("writing", remote.location(rel)))?;
+        let mut parts = object_store::WriteMultipart::new_with_chunk_size(upload, self.upload.part_bytes);
+        match self.upload_parts(&mut parts, rel, path).await {
+            Ok(()) => parts.finish().await.map(drop).map_err(Error::store("writing", remote.location(rel))),
+            Err(e) => {
+                // The upload's parts are discarded; the object keeps its old version.
+                let _ = parts.abort().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Feeds the file at `path` to a multipart upload, a part at a time.
+    async fn upload_parts(&self, parts: &mut object_store::WriteMultipart, rel: &str, path: &Path) -> Result<()> {
+        use std::io::Read;
+        let mut file = std::fs::File::open(path).map_err(Error::io("reading the working copy", path))?;
+        let mut buf = vec![0u8; self.upload.part_bytes];
+        loop {
+            let n = file.read(&mut buf).map_err(Error::io("reading the working copy", path))?;
+            if n == 0 {
+                return Ok(());
+            }
+            parts
+                .wait_for_capacity(PARTS_IN_FLIGHT)
+                .await
+                .map_err(Error::store("writing", self.remote.location(rel)))?;
+            parts.write(&buf[..n]);
+        }
     }
 
     async fn remove(&self, rel: &str) -> Result<()> {
@@ -570,6 +653,36 @@ mod tests {
         let kb = remote.pull(Selection::Tables(&[Table::KbEntities]), false).unwrap();
         let pulled: Vec<String> = files_below(kb.path()).unwrap().into_keys().collect();
         assert_eq!(pulled, ["index.json", "kb/entities/part-0000.parquet"]);
+    }
+
+    #[test]
+    fn a_large_object_is_uploaded_in_parts_and_pulled_back_whole() {
+        let store = Arc::new(InMemory::new());
+        put(&store, "some/prefix/index.json", "{}");
+        let remote = remote(&store);
+        let mut copy = remote.pull(Selection::Tables(&[Table::KbEntities]), false).unwrap();
+        copy.upload = Upload { multipart_above: 10_000, part_bytes: 4_096 };
+        // 25,000 bytes, none of them a repeat of the part before: six parts, the last one short.
+        let large: Vec<u8> = (0..25_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::create_dir_all(copy.path().join("kb/entities")).unwrap();
+        std::fs::write(copy.path().join("kb/entities/vectors.f32"), &large).unwrap();
+        std::fs::write(copy.path().join("kb/entities/part-0000.parquet"), "small").unwrap();
+        let pushed = copy.push().unwrap();
+        assert_eq!((pushed.written, pushed.in_parts, pushed.bytes), (2, 1, 25_005));
+        let stored = block_on(async {
+            store.get(&Key::from("some/prefix/kb/entities/vectors.f32")).await.unwrap().bytes().await.unwrap()
+        })
+        .unwrap();
+        assert_eq!(stored.as_ref(), large.as_slice());
+        // Pulled back, it streams into the same file and counts as unchanged.
+        let again = remote.pull(Selection::Tables(&[Table::KbEntities]), false).unwrap();
+        assert_eq!(std::fs::read(again.path().join("kb/entities/vectors.f32")).unwrap(), large);
+        assert_eq!(again.push().unwrap(), Pushed::default());
+        // A large object another run replaced meanwhile is a conflict, and is left as it is.
+        put(&store, "some/prefix/kb/entities/vectors.f32", "replaced");
+        std::fs::write(again.path().join("kb/entities/vectors.f32"), &large[..20_000]).unwrap();
+        assert!(again.push().unwrap_err().to_string().contains("vectors.f32"));
+        assert_eq!(get(&store, "some/prefix/kb/entities/vectors.f32").as_deref(), Some("replaced"));
     }
 
     #[test]

@@ -89,9 +89,14 @@ impl Vectors {
         }
     }
 
-    /// The dot product of `query` with one row (its cosine, for a unit `query`).
+    /// The dot product of `query` with one row (its cosine, for a unit `query`): the row read in
+    /// place (one row widened, at half precision), for callers that score rows one at a time.
     pub fn dot(&self, query: &[f32], row: usize) -> f32 {
-        self.scores(query, &[row as u32]).first().map_or(0.0, |hit| hit.score)
+        let span = row * self.dim..(row + 1) * self.dim;
+        match &self.values {
+            Values::F32(values) => dot(&values[span], query),
+            Values::F16(values) => dot(&values[span].to_f32_vec(), query),
+        }
     }
 }
 
@@ -106,6 +111,7 @@ mod tests {
         for v in [Vectors::new(2, Floats::F32(values.clone())), Vectors::new(2, half)] {
             assert_eq!((v.len(), v.dim()), (2, 2));
             assert!((v.dot(&[0.6, 0.8], 1) - 1.0).abs() < 1e-3, "{:?}", v.precision());
+            assert_eq!(v.dot(&[0.6, 0.8], 0), v.scores(&[0.6, 0.8], &[0])[0].score, "as the batch scores it");
             assert_eq!(v.top_k_batch(&[&[0.0, 1.0]], 0.5, 5)[0].iter().map(|h| h.row).collect::<Vec<_>>(), [1]);
             assert_eq!(v.scores(&[1.0, 0.0], &[1, 0]).iter().map(|h| h.row).collect::<Vec<_>>(), [1, 0]);
         }

@@ -166,7 +166,11 @@ fn a_killed_run_resumes_without_asking_again_and_ends_with_the_same_tables() {
         child.env_remove(k);
     }
     let mut child = child.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str()))).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(600));
+    // Killed once it has asked a few questions, however long a loaded machine takes to start it.
+    let started = std::time::Instant::now();
+    while server.request_count() < total + 4 && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     let first: Vec<String> = server.requests()[total..].iter().map(|r| r.body.to_string()).collect();

@@ -147,7 +147,7 @@ pub fn graph(ctx: &RunContext<'_>, config: &Config) -> Result<graph::GraphMetric
 /// Runs the embed stage with the configured embedding model.
 pub fn embed(ctx: &RunContext<'_>, config: &Config) -> Result<embed::EmbedMetrics> {
     let embedder = embedder_for(&config.embed, ctx.index.root())?;
-    embed::run(ctx, embedder.as_ref())
+    embed::run(ctx, embedder.as_ref(), config.embed.entity_summary_words)
 }
 
 /// Runs the cluster stage.

@@ -51,6 +51,10 @@ pub struct EmbedConfig {
     pub api_key_env: String,
     /// Most embedding requests in flight.
     pub max_concurrency: usize,
+    /// Most words of an entity's summary embedded with its name (0: all of it, up to the model's
+    /// input limit). Entity texts are most of the tokens to embed; the summary a context shows is
+    /// never cut. Changing it re-embeds entities only.
+    pub entity_summary_words: usize,
 }
 
 impl Default for EmbedConfig {
@@ -62,6 +66,7 @@ impl Default for EmbedConfig {
             base_url: String::new(),
             api_key_env: "OPENAI_API_KEY".into(),
             max_concurrency: 4,
+            entity_summary_words: 0,
         }
     }
 }

@@ -110,6 +110,40 @@ fn the_kb_holds_every_unit_with_its_vector_and_reruns_are_free() {
 }
 
 #[test]
+fn cutting_entity_summaries_reembeds_entities_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    build(&index, &sample_corpus(), false);
+    let hashes = |unit: &str| {
+        query(&index, &format!("SELECT id, input_sha256 FROM embeddings WHERE unit {unit} 'entity' ORDER BY unit, id"))
+    };
+    let (others, entities) = (hashes("<>"), hashes("="));
+    // Summaries that eight words do not cover (a text ending after its eighth word loses its end).
+    let long = query(&index, "SELECT summary FROM entities")
+        .iter()
+        .filter(|row| {
+            let summary = row["summary"].as_str().unwrap();
+            let words = summary.split_whitespace().count();
+            words > 8 || (words == 8 && summary.trim_end() != summary)
+        })
+        .count();
+    assert!(long > 0, "the sample has summaries of more than eight words");
+
+    let i = index.to_str().unwrap();
+    let cut = [ENV[0], ("FLEXSTRUCT_EMBED__ENTITY_SUMMARY_WORDS", "8")];
+    let embed = run_env("embed", &["--index", i], &cut);
+    assert_eq!(embed.code, 0, "{}", embed.stderr);
+    assert!(embed.stderr.contains(&format!("embedded: {long}")), "{long}: {}", embed.stderr);
+    assert_eq!(hashes("<>"), others, "hyperedges, edges and chunks keep their vectors");
+    let changed = hashes("=").iter().zip(&entities).filter(|(a, b)| a != b).count();
+    assert_eq!(changed, long);
+    // The summaries themselves are whole, the kb is merged as before, and a rerun is free.
+    assert_eq!(run_env("merge", &["--index", i], &cut).code, 0);
+    assert!(run_env("embed", &["--index", i], &cut).stderr.contains("embedded: 0"));
+    assert_eq!(scalar(&index, "SELECT count(*) FROM kb.entities WHERE embedding IS NULL"), 0);
+}
+
+#[test]
 fn removing_a_document_and_merging_equals_a_rebuild_without_it() {
     let tmp = tempfile::tempdir().unwrap();
     let full = tmp.path().join("full");

@@ -45,19 +45,25 @@ pub struct EmbedDetails {
 /// What an embed run did.
 pub type EmbedMetrics = StageMetrics<EmbedDetails>;
 
-/// Runs the embed stage with `embedder` over the context's shard.
-pub fn run(ctx: &RunContext<'_>, embedder: &dyn Embedder) -> Result<EmbedMetrics> {
+/// Runs the embed stage with `embedder` over the context's shard, each entity's summary cut to
+/// its first `summary_words` words (0: whole).
+pub fn run(ctx: &RunContext<'_>, embedder: &dyn Embedder, summary_words: usize) -> Result<EmbedMetrics> {
+    // The cut joins the configuration only when set, so indexes built before it stay current.
+    let config_fingerprint = match summary_words {
+        0 => value_fingerprint(&(embedder.model(), embedder.dim()))?,
+        words => value_fingerprint(&(embedder.model(), embedder.dim(), words))?,
+    };
     let stage = BucketStage {
         name: STAGE,
         version: VERSION,
-        config_fingerprint: value_fingerprint(&(embedder.model(), embedder.dim()))?,
+        config_fingerprint,
         inputs: vec![Table::Hyperedges, Table::HyperedgeEntities, Table::Entities, Table::Edges, Table::Chunks],
         outputs: vec![Table::Embeddings],
     };
     let (embedded, reused, identical) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
     let index = &ctx.index;
     let metrics = run_buckets(ctx, &stage, |bucket, inputs| {
-        let units = units(inputs)?;
+        let units = units(inputs, summary_words)?;
         let previous = previous_vectors(index, bucket, embedder.model())?;
         let (batch, counts) = embed_units(&units, &previous, embedder)?;
         embedded.fetch_add(counts.embedded, Ordering::Relaxed);
@@ -87,8 +93,9 @@ pub struct UnitText {
     pub text: String,
 }
 
-/// The texts of every unit of a bucket, in a stable order.
-fn units(inputs: &[Vec<RecordBatch>]) -> Result<Vec<UnitText>> {
+/// The texts of every unit of a bucket, in a stable order; entity summaries cut to their first
+/// `summary_words` words (0: whole).
+fn units(inputs: &[Vec<RecordBatch>], summary_words: usize) -> Result<Vec<UnitText>> {
     let [hyperedges, incidence, entities, edges, chunks] = inputs else {
         return Err(Error::Internal("embed expects five input tables".into()));
     };
@@ -107,7 +114,7 @@ fn units(inputs: &[Vec<RecordBatch>]) -> Result<Vec<UnitText>> {
                 unit: Unit::Entity,
                 id: id.value(i).to_owned(),
                 doc_id: doc.value(i).to_owned(),
-                text: format!("{}: {}", name.value(i), summary.value(i)),
+                text: format!("{}: {}", name.value(i), first_words(summary.value(i), summary_words)),
             });
         }
     }
@@ -166,6 +173,30 @@ fn units(inputs: &[Vec<RecordBatch>]) -> Result<Vec<UnitText>> {
         }
     }
     Ok(out)
+}
+
+/// `text` up to the end of its `words`-th word, as written (all of it when it has no more words,
+/// or `words` is 0).
+fn first_words(text: &str, words: usize) -> &str {
+    if words == 0 {
+        return text;
+    }
+    let mut seen = 0;
+    let mut in_word = false;
+    for (at, c) in text.char_indices() {
+        if c.is_whitespace() {
+            if in_word {
+                seen += 1;
+                if seen == words {
+                    return &text[..at];
+                }
+            }
+            in_word = false;
+        } else {
+            in_word = true;
+        }
+    }
+    text
 }
 
 /// Relational text followed by the names of its entities (paper §3.2).
@@ -300,6 +331,18 @@ mod tests {
 
     fn unit(unit: Unit, id: &str, text: &str) -> UnitText {
         UnitText { unit, id: id.into(), doc_id: "d".into(), text: text.into() }
+    }
+
+    #[test]
+    fn summaries_are_cut_after_a_word_as_written() {
+        let summary = "The mill  closed in 1911.\nIt burned later. ";
+        assert_eq!(first_words(summary, 0), summary);
+        assert_eq!(first_words(summary, 2), "The mill");
+        assert_eq!(first_words(summary, 5), "The mill  closed in 1911.");
+        assert_eq!(first_words(summary, 8), "The mill  closed in 1911.\nIt burned later.");
+        assert_eq!(first_words(summary, 9), summary);
+        assert_eq!(first_words("  Ünïcode  wörds ", 1), "  Ünïcode");
+        assert_eq!(first_words("", 3), "");
     }
 
     #[test]

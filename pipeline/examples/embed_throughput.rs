@@ -11,6 +11,9 @@
 //!   the vectors there as little-endian f32, row after row.
 #![allow(clippy::unwrap_used)]
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::time::Instant;
 
 use flexstruct_pipeline::models::{Embedder, MiniLm};

@@ -19,7 +19,9 @@
 #![warn(missing_docs)]
 
 mod gelu;
+mod ivf;
 pub use gelu::gelu;
+pub use ivf::{Ivf, default_lists};
 
 pub use half::f16;
 use half::slice::HalfFloatSliceExt;

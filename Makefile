@@ -140,9 +140,10 @@ bench-embed: build model ## MiniLM texts/s, ours against PyTorch + sentence-tran
 SIZES         ?= 250000 1000000
 MILLION_MODES ?= hybrid,sentence-window
 PRECISIONS    ?= f32 f16
-bench-million: build ## The query stage at a million facts: synthetic kbs of SIZES hyperedges (entities ≤ 2×) copied from QA's index (make qa-index) with moved vectors; QA's questions answered with MILLION_MODES from each, vectors held at each of PRECISIONS: kb load, retrieval p50/p95, peak RSS → OUT
+SEARCHES      ?= exact approximate
+bench-million: build ## The query stage at a million facts: synthetic kbs of SIZES hyperedges (entities ≤ 2×) copied from QA's index (make qa-index) with moved vectors; QA's questions answered with MILLION_MODES from each, vectors held at each of PRECISIONS, searched each of SEARCHES ways: kb load, retrieval p50/p95, peak RSS → OUT
 	$(CARGO) build -p flexstruct-pipeline --example synthetic_kb --profile $(PROFILE)
-	BIN=$(BIN) SIZES="$(SIZES)" MODES="$(MILLION_MODES)" PRECISIONS="$(PRECISIONS)" scripts/bench-million.sh $(QA_INDEX) $(QA)/questions.jsonl $(OUT)
+	BIN=$(BIN) SIZES="$(SIZES)" MODES="$(MILLION_MODES)" PRECISIONS="$(PRECISIONS)" SEARCHES="$(SEARCHES)" scripts/bench-million.sh $(QA_INDEX) $(QA)/questions.jsonl $(OUT)
 
 ingest: build ## Read CORPUS=<file or folder> into INDEX=<folder>
 	$(BIN)/flexstruct-ingest $(STAGE_FLAGS) --corpus $(CORPUS)

@@ -7,8 +7,9 @@
 //! entities keeps its hyperedges, edges and chunks, and drops its incidence and aliases). Texts
 //! are the originals'. Each part's rows are in merge order, as a merge writes them (a copy's
 //! renamed ids sort among the originals'). The kb's parts carry fingerprints that add up the way
-//! a merge's do, so `flexstruct-query` reads it like any merged kb, and the kb's vector files are
-//! written as a merge writes them. Run again on a complete OUT, it only brings the vector files up to date.
+//! a merge's do, so `flexstruct-query` reads it like any merged kb, and the kb's vector files and
+//! approximate indexes are written as a merge writes them. Run again on a complete OUT, it only
+//! brings those up to date.
 //!
 //! `cargo run --release -p flexstruct-pipeline --example synthetic_kb -- SOURCE OUT HYPEREDGES [ENTITIES]`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -18,7 +19,9 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, FixedSizeListArray, Float32Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Float32Type};
+use flexstruct_pipeline::config::Config;
 use flexstruct_pipeline::io::Index;
+use flexstruct_pipeline::io::ann::write_ann_files;
 use flexstruct_pipeline::io::kb::{self, one_batch, write_vector_files};
 use flexstruct_pipeline::io::parquet::{
     KB_BUCKET_TABLES, kb_parts_fingerprint, one_merge_fingerprint, part_fingerprint, part_row_count, read_part,
@@ -82,7 +85,8 @@ fn main() {
     println!("written to {}", out.root().display());
 }
 
-/// Writes the kb's vector files, as the merge does.
+/// Writes the kb's vector files and the approximate indexes of its large tables (`[ann]`, from
+/// the configuration of the environment), as the merge does.
 fn write_vectors(out: &Index) {
     let thresholds = read_part(&out.kb_part(Table::KbThresholds), Table::KbThresholds).expect("thresholds");
     let model = thresholds.iter().find_map(|b| {
@@ -90,8 +94,13 @@ fn write_vectors(out: &Index) {
         (!models.is_empty()).then(|| models.value(0).to_owned())
     });
     let fingerprint = one_merge_fingerprint(out).expect("a whole kb");
-    let written = write_vector_files(out, &model.expect("the kb's model"), &fingerprint).expect("vector files");
+    let model = model.expect("the kb's model");
+    let written = write_vector_files(out, &model, &fingerprint).expect("vector files");
     println!("{written} vector files written");
+    let started = std::time::Instant::now();
+    let ann = Config::load(None).expect("configuration").ann;
+    let built = write_ann_files(out, &model, &fingerprint, &ann).expect("approximate indexes");
+    println!("approximate indexes of {built:?} built in {:.1} s", started.elapsed().as_secs_f64());
 }
 
 /// The rows of `batches` as one batch, sorted as a merge writes a part.

@@ -12,7 +12,7 @@ fn main() {
     let config = Config::load(None).unwrap();
     for path in std::env::args().skip(1) {
         let index = Index::open(std::path::Path::new(&path)).unwrap();
-        let kb = Kb::load(&index, &config.embed.model, config.query.vector_precision).unwrap();
+        let kb = Kb::load(&index, &config.embed.model, config.query.vector_precision, &config.ann).unwrap();
         for (name, v) in
             [("hyperedge", &kb.hyperedges.vectors), ("edge", &kb.edges.vectors), ("chunk", &kb.chunks.vectors)]
         {

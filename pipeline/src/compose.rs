@@ -157,7 +157,7 @@ pub fn cluster(ctx: &RunContext<'_>, config: &Config) -> Result<cluster::Cluster
 
 /// Runs the merge stage, joining the vectors of the configured embedding model.
 pub fn merge(ctx: &RunContext<'_>, config: &Config) -> Result<merge::MergeMetrics> {
-    merge::run(ctx, &config.embed.model)
+    merge::run(ctx, &config.embed.model, &config.ann)
 }
 
 /// Builds the path index of `--mode paths` from the merged kb, embedding node labels with the
@@ -189,7 +189,7 @@ pub fn run_stage(stage: Stage, ctx: &RunContext<'_>, config: &Config) -> Result<
 /// The query engine of `index` with the configured embedding model and query-time backends.
 pub fn engine(index: &Index, config: &Config, backends: &Backends) -> Result<Engine> {
     let embedder = embedder_for(&config.embed, index.root())?;
-    let vectors = (embedder, config.query.vector_precision);
+    let vectors = (embedder, config.query.vector_precision, &config.ann);
     Ok(Engine::new(index, vectors, backends.query_entities(), backends.answerer())?
         .with_query_graphs(backends.query_graphs()))
 }

@@ -1,7 +1,7 @@
 //! Pipeline configuration: the shape of the pipeline (thresholds, models, backends), as opposed
 //! to runtime knobs (index folder, shard, threads, verbosity), which are command-line flags.
 //! Every section is defined beside the code it configures (`stages/<stage>/config.rs`,
-//! `query/config.rs`, `llm/config.rs`, `models/`, `io/index.rs`, `core/backend.rs`); this module
+//! `query/config.rs`, `llm/config.rs`, `models/`, `io/index.rs`, `io/ann.rs`, `core/backend.rs`); this module
 //! puts them together, loads and checks them.
 //!
 //! Sources, later ones winning: built-in defaults (the paper's values), a TOML file
@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::core::backend::{BackendChoice, BackendsConfig, Capability};
 use crate::core::{Error, Result};
+pub use crate::io::ann::AnnConfig;
 pub use crate::io::index::{DEFAULT_BUCKETS, IndexConfig};
 pub use crate::llm::LlmConfig;
 pub use crate::models::EmbedConfig;
@@ -69,6 +70,8 @@ pub struct Config {
     pub paths: PathsConfig,
     /// The query stage (retrieval, context, generation).
     pub query: QueryConfig,
+    /// Approximate indexes of large kb tables (built by the merge, searched by queries).
+    pub ann: AnnConfig,
     /// Which capabilities run on the rules and which on the LLM.
     pub backends: BackendsConfig,
     /// The LLM endpoint; absent means no LLM is configured (every `auto` backend is the rules).
@@ -117,6 +120,7 @@ impl Config {
         self.cluster.validate()?;
         self.paths.validate()?;
         self.query.validate()?;
+        self.ann.validate()?;
         if let Some(llm) = &self.llm {
             llm.validate()?;
         }

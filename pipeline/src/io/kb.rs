@@ -448,6 +448,27 @@ fn read_vector_file(
     Ok(Some((dim, vectors)))
 }
 
+/// The rows of `table`'s vector file, when it is current for `model` and kb `kb` (its header
+/// alone is read).
+pub(super) fn current_vector_rows(index: &Index, table: Table, model: &str, kb: &str) -> Result<Option<usize>> {
+    let found = read_header(&vector_file(index, table))?.filter(|f| f.current(table, model, kb));
+    Ok(found.map(|f| f.header.rows as usize))
+}
+
+/// The width and full-precision vectors of `table`'s current vector file of `rows` rows (None
+/// when it is not current): what the approximate index ([`super::ann`]) is built from.
+pub(super) fn current_vectors(
+    index: &Index,
+    table: Table,
+    (model, kb): (&str, &str),
+    rows: usize,
+) -> Result<Option<(usize, Vec<f32>)>> {
+    Ok(match read_vector_file(index, table, (model, Precision::F32), kb, rows)? {
+        Some((dim, Floats::F32(values))) => Some((dim, values)),
+        _ => None,
+    })
+}
+
 /// Writes the vector file of every kb table with vectors ([`VECTOR_TABLES`]) that has none of kb
 /// `kb` yet (the merge's last step, under its exclusive kb lock); returns how many it wrote.
 pub fn write_vector_files(index: &Index, model: &str, kb: &str) -> Result<usize> {
@@ -485,7 +506,7 @@ pub fn write_vector_files(index: &Index, model: &str, kb: &str) -> Result<usize>
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     #![allow(clippy::unwrap_used)]
     use std::sync::Arc;
 
@@ -504,7 +525,7 @@ mod tests {
     }
 
     /// A row: document, position, model, vector (or none).
-    type Row<'a> = (&'a str, i32, &'a str, Option<[f32; 2]>);
+    pub(in crate::io) type Row<'a> = (&'a str, i32, &'a str, Option<[f32; 2]>);
 
     /// A `kb/hyperedges` part of `rows`, the other columns null.
     fn part(rows: &[Row<'_>]) -> RecordBatch {
@@ -545,7 +566,7 @@ mod tests {
         RecordBatch::try_new(schema, columns).unwrap()
     }
 
-    fn index_of(parts: &[Vec<Row<'_>>]) -> (tempfile::TempDir, Index) {
+    pub(in crate::io) fn index_of(parts: &[Vec<Row<'_>>]) -> (tempfile::TempDir, Index) {
         let tmp = tempfile::tempdir().unwrap();
         let index = Index::open_or_create(tmp.path(), Some(4)).unwrap();
         for (bucket, rows) in parts.iter().enumerate() {

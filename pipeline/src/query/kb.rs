@@ -3,6 +3,7 @@
 //! incidence, cluster membership) as row numbers.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::array::{Array, Int32Array, Int64Array, RecordBatch, StringArray};
@@ -16,6 +17,7 @@ use crate::core::names::normalize;
 use crate::core::units::Unit;
 use crate::core::{Error, IndexProblem, Result};
 use crate::io::Index;
+use crate::io::ann::{AnnConfig, read_ann};
 use crate::io::kb::read_kb_table;
 use crate::io::lock::{self, LockName};
 use crate::io::parquet::{one_merge_fingerprint, read_columns, string_column, typed};
@@ -174,6 +176,9 @@ pub struct Kb {
     pub fingerprint: String,
     /// Where its load's time went.
     pub load_times: LoadTimes,
+    /// How each table of at least `[ann] min_rows` rows is searched (`kb/entities: approximate
+    /// …`, or exact and why); empty when every table is scanned exactly.
+    pub searches: Vec<String>,
 }
 
 /// The chunk each hyperedge's span starts in (chunks tile their document, so it is the chunk of
@@ -431,9 +436,9 @@ fn aliases_of(aliases: &RecordBatch, entity_row: &IdRows<'_>) -> Result<HashMap<
 }
 
 impl Kb {
-    /// Reads the kb of `index`, whose vectors must all be of embedding model `model`, and holds
-    /// them at `precision`.
-    pub fn load(index: &Index, model: &str, precision: Precision) -> Result<Kb> {
+    /// Reads the kb of `index`, whose vectors must all be of embedding model `model`, holds them
+    /// at `precision`, and searches each table `ann` applies to through its approximate index.
+    pub fn load(index: &Index, model: &str, precision: Precision, ann: &AnnConfig) -> Result<Kb> {
         // Shared with other readers; a merge writing the kb holds it exclusively.
         let _lock = lock::shared(index, LockName::Kb)?;
         let mut missing = Vec::new();
@@ -458,7 +463,23 @@ impl Kb {
             .collect::<Result<_>>()?;
         let mut load_times = LoadTimes { tables: started.elapsed().as_secs_f64(), ..LoadTimes::default() };
         let started = Instant::now();
-        let (batches, vectors): (Vec<RecordBatch>, Vec<Vectors>) = loaded.into_iter().unzip();
+        let (batches, mut vectors): (Vec<RecordBatch>, Vec<Vectors>) = loaded.into_iter().unzip();
+        let mut searches = Vec::new();
+        for (&(table, _), vectors) in TABLES.iter().zip(&mut vectors) {
+            if !ann.applies(vectors.len()) {
+                continue;
+            }
+            match read_ann(index, table, model, &fingerprint, vectors.len())? {
+                Some(ivf) => {
+                    let (lists, probes) = (ivf.lists(), ann.probes);
+                    searches.push(format!("{table}: approximate ({lists} lists, {probes} probed)"));
+                    *vectors = std::mem::take(vectors).with_ann(Arc::new(ivf), probes);
+                }
+                None => {
+                    searches.push(format!("{table}: exact (no current approximate index: flexstruct-merge builds it)"))
+                }
+            }
+        }
         let (
             [entities, hyperedges, edges, chunks, clusters, members, incidence, aliases],
             [entity_vectors, hyperedge_vectors, edge_vectors, chunk_vectors, ..],
@@ -532,6 +553,7 @@ impl Kb {
             derived_thresholds,
             fingerprint,
             load_times,
+            searches,
         })
     }
 

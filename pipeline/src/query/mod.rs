@@ -51,6 +51,7 @@ use crate::core::backend::BackendId;
 use crate::core::tokens::TokenCounter;
 use crate::core::{Error, Result};
 use crate::io::Index;
+use crate::io::ann::AnnConfig;
 use crate::io::calls::append_calls;
 use crate::io::files::write_file_atomic;
 use crate::io::parquet::write_rows_parquet;
@@ -246,12 +247,12 @@ impl Engine {
     /// query-entities and answers backends; its vectors held at `precision`.
     pub fn new(
         index: &Index,
-        (embedder, precision): (Box<dyn Embedder>, Precision),
+        (embedder, precision, ann): (Box<dyn Embedder>, Precision, &AnnConfig),
         query_entities: Box<dyn QueryEntities>,
         answerer: Box<dyn Answerer>,
     ) -> Result<Engine> {
         let started = Instant::now();
-        let kb = Kb::load(index, embedder.model(), precision)?;
+        let kb = Kb::load(index, embedder.model(), precision, ann)?;
         let load_seconds = started.elapsed().as_secs_f64();
         Ok(Engine {
             kb,

@@ -1,18 +1,23 @@
 //! The vectors of one kb table, held in one shared buffer at full or half precision
-//! ([`Precision`]), scanned with [`flexstruct_scan`] (exact, parallel, ties to the lower row).
+//! ([`Precision`]), scanned with [`flexstruct_scan`] (exact, parallel, ties to the lower row) —
+//! or, for a table with an approximate index ([`crate::io::ann`]), searched through it.
+
+use std::sync::Arc;
 
 use arrow::buffer::ScalarBuffer;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use crate::io::kb::{Floats, Precision};
-pub use flexstruct_scan::{Hit, dot};
+pub use flexstruct_scan::{Hit, Ivf, dot};
 
 /// `rows × dim` floats, row-major, each row of unit length; cheap to clone (shared).
 #[derive(Debug, Clone)]
 pub struct Vectors {
     dim: usize,
     values: Values,
+    /// The approximate index searched instead of every row, and its probes.
+    ann: Option<(Arc<Ivf>, usize)>,
 }
 
 #[derive(Debug, Clone)]
@@ -23,7 +28,7 @@ enum Values {
 
 impl Default for Vectors {
     fn default() -> Self {
-        Vectors { dim: 0, values: Values::F32(ScalarBuffer::from(Vec::new())) }
+        Vectors { dim: 0, values: Values::F32(ScalarBuffer::from(Vec::new())), ann: None }
     }
 }
 
@@ -34,7 +39,18 @@ impl Vectors {
             Floats::F32(values) => Values::F32(values.into()),
             Floats::F16(values) => Values::F16(values.into()),
         };
-        Vectors { dim, values }
+        Vectors { dim, values, ann: None }
+    }
+
+    /// These vectors searched through `ivf` (built over them), scoring the rows of `probes`
+    /// lists per query, instead of scanning every row.
+    pub fn with_ann(self, ivf: Arc<Ivf>, probes: usize) -> Vectors {
+        Vectors { ann: Some((ivf, probes)), ..self }
+    }
+
+    /// The approximate index searched, if any, and its probes.
+    pub fn ann(&self) -> Option<(&Ivf, usize)> {
+        self.ann.as_ref().map(|(ivf, probes)| (ivf.as_ref(), *probes))
     }
 
     /// Vector width.
@@ -66,11 +82,19 @@ impl Vectors {
 
     /// For each query, the `k` rows with the highest cosine strictly above `threshold`, best
     /// first (all of those that pass when fewer do); each block of rows is read once for all.
+    /// With an approximate index, the best among the rows of each query's nearest lists.
     pub fn top_k_batch(&self, queries: &[&[f32]], threshold: f32, k: usize) -> Vec<Vec<Hit>> {
-        match &self.values {
-            Values::F32(values) => flexstruct_scan::top_k_batch(values, self.dim, queries, threshold, k),
-            Values::F16(values) => flexstruct_scan::top_k_batch_f16(values, self.dim, queries, threshold, k),
+        match (&self.values, &self.ann) {
+            (Values::F32(values), None) => flexstruct_scan::top_k_batch(values, self.dim, queries, threshold, k),
+            (Values::F16(values), None) => flexstruct_scan::top_k_batch_f16(values, self.dim, queries, threshold, k),
+            (Values::F32(values), Some((ivf, probes))) => ivf.search_batch(values, queries, *probes, threshold, k),
+            (Values::F16(values), Some((ivf, probes))) => ivf.search_batch_f16(values, queries, *probes, threshold, k),
         }
+    }
+
+    /// [`Vectors::top_k_batch`] scanning every row, whether or not an approximate index is set.
+    pub fn exact_top_k_batch(&self, queries: &[&[f32]], threshold: f32, k: usize) -> Vec<Vec<Hit>> {
+        Vectors { ann: None, ..self.clone() }.top_k_batch(queries, threshold, k)
     }
 
     /// The cosine of the query with the given rows.
@@ -114,6 +138,12 @@ mod tests {
             assert_eq!(v.dot(&[0.6, 0.8], 0), v.scores(&[0.6, 0.8], &[0])[0].score, "as the batch scores it");
             assert_eq!(v.top_k_batch(&[&[0.0, 1.0]], 0.5, 5)[0].iter().map(|h| h.row).collect::<Vec<_>>(), [1]);
             assert_eq!(v.scores(&[1.0, 0.0], &[1, 0]).iter().map(|h| h.row).collect::<Vec<_>>(), [1, 0]);
+            // Through an approximate index probing every list: what the exact scan finds.
+            let approximate = v.clone().with_ann(Arc::new(Ivf::build(&values, 2, 2)), 2);
+            assert_eq!(approximate.ann().map(|(ivf, probes)| (ivf.lists(), probes)), Some((2, 2)));
+            let query: &[f32] = &[0.6, 0.8];
+            assert_eq!(approximate.top_k_batch(&[query], -1.0, 2), v.top_k_batch(&[query], -1.0, 2));
+            assert_eq!(approximate.exact_top_k_batch(&[query], -1.0, 2), v.top_k_batch(&[query], -1.0, 2));
         }
         assert!(Vectors::default().is_empty() && Vectors::default().top_k_batch(&[&[1.0]], -1.0, 3)[0].is_empty());
     }

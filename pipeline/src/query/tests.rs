@@ -113,6 +113,7 @@ fn tiny_kb() -> Kb {
         derived_thresholds: HashMap::new(),
         fingerprint: String::new(),
         load_times: Default::default(),
+        searches: Vec::new(),
     }
 }
 

@@ -252,6 +252,9 @@ fn summary(engine: &Engine, answers: &[Answer]) {
         pct(0.95),
         tokens
     );
+    for search in &engine.kb.searches {
+        flexstruct_stages::say!("query: {search}");
+    }
     if let Some(paths) = engine.loaded_path_index() {
         let s = &paths.stats;
         flexstruct_stages::say!(

@@ -220,3 +220,62 @@ fn a_sharded_merge_equals_one_merge_and_a_new_document_rewrites_only_its_bucket(
     assert_eq!(changed.iter().filter(|k| k.ends_with("/vectors.f32")).count(), 4, "{changed:?}");
     assert_eq!(changed.len(), 14, "nine bucketed kb tables, the thresholds, four vector files: {changed:?}");
 }
+
+#[test]
+fn large_tables_are_searched_through_the_approximate_index_the_merge_builds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    build(&index, &sample_corpus(), false);
+    let (i, questions) = (index.to_str().unwrap(), crate::query::questions_file());
+    // The answers to the sample questions without their timings, and what the query said.
+    let answers = |extra: &[(&str, &str)], name: &str| {
+        let out = tmp.path().join(name);
+        let mut env = ENV.to_vec();
+        env.extend(extra);
+        let args = ["--index", i, "--questions", questions.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        let run = run_env("query", &args, &env);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let rows: Vec<serde_json::Value> = std::fs::read_to_string(&out)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let mut row: serde_json::Value = serde_json::from_str(l).unwrap();
+                row.as_object_mut().unwrap().retain(|key, _| !key.ends_with("_ms"));
+                row
+            })
+            .collect();
+        (rows, run.stderr)
+    };
+    let (exact, said) = answers(&[], "exact.jsonl");
+    assert!(!said.contains("approximate"), "{said}");
+
+    // Tables of at least 30 rows get an approximate index at merge; the others none.
+    let ann = ("FLEXSTRUCT_ANN__MIN_ROWS", "30");
+    let merge = run_env("merge", &["--index", i], &[ENV[0], ann]);
+    assert_eq!(merge.code, 0, "{}", merge.stderr);
+    let rows = |table: &str| scalar(&index, &format!("SELECT count(*) FROM kb.{table}")).as_u64().unwrap();
+    let file = |table: &str| index.join(format!("kb/{table}/vectors.ivf"));
+    for table in ["entities", "hyperedges", "edges", "chunks"] {
+        assert_eq!(file(table).is_file(), rows(table) >= 30, "{table}: {} rows", rows(table));
+    }
+    assert!(file("hyperedges").is_file() && file("entities").is_file());
+    // The default 96 probes cover every one of √rows lists of a table this small: the exact answers.
+    let (approximate, said) = answers(&[ann], "approximate.jsonl");
+    assert!(said.contains("query: kb/hyperedges: approximate ("), "{said}");
+    assert_eq!(approximate, exact);
+    // One list probed per question: answers all the same, from fewer candidates.
+    let (one, said) = answers(&[ann, ("FLEXSTRUCT_ANN__PROBES", "1")], "one.jsonl");
+    assert!(said.contains("lists, 1 probed)"), "{said}");
+    assert_eq!(one.len(), exact.len());
+    // Without a current index the table is scanned exactly, and the query says why; the next
+    // merge builds it again, and only it.
+    std::fs::remove_file(file("hyperedges")).unwrap();
+    let (fallback, said) = answers(&[ann], "fallback.jsonl");
+    assert!(said.contains("kb/hyperedges: exact (no current approximate index"), "{said}");
+    assert_eq!(fallback, exact);
+    let merge = run_env("merge", &["--index", i], &[ENV[0], ann]);
+    assert_eq!(merge.code, 0, "{}", merge.stderr);
+    assert!(file("hyperedges").is_file());
+    let bad = run_env("query", &["--index", i, "a question?"], &[ENV[0], ("FLEXSTRUCT_ANN__PROBES", "0")]);
+    assert!(bad.code != 0 && bad.stderr.contains("ann.probes"), "{}", bad.stderr);
+}

@@ -30,6 +30,7 @@ use crate::core::ids::fingerprint;
 use crate::core::models::{DERIVED_PERCENTILE, derive_threshold};
 use crate::core::units::Unit;
 use crate::core::{Error, IndexProblem, Result, threads};
+use crate::io::ann::{AnnConfig, write_ann_files};
 use crate::io::files::remove_file;
 use crate::io::kb::write_vector_files;
 use crate::io::lock::{self, LockName};
@@ -55,6 +56,16 @@ pub struct MergeDetails {
     /// The similarity thresholds derived from the kb's vectors, by unit (`kb/thresholds`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub thresholds: BTreeMap<String, f32>,
+    /// The tables whose approximate index this run built (`[ann]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub approximate_indexes: Vec<String>,
+    /// Seconds spent building them.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub approximate_seconds: f64,
+}
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
 }
 
 /// What a merge run did.
@@ -70,7 +81,7 @@ fn inputs() -> impl Iterator<Item = Table> {
 /// bucket whose kb parts carry the fingerprint of its current inputs is skipped); the whole
 /// index's run (`Shard::ALL`, also the final step after sharded runs) then derives what is
 /// global — the thresholds, from every bucket's vectors — and writes it last.
-pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
+pub fn run(ctx: &RunContext<'_>, model: &str, ann: &AnnConfig) -> Result<MergeMetrics> {
     let started = std::time::Instant::now();
     let index = &ctx.index;
     index.check_shard(ctx.shard)?;
@@ -110,7 +121,7 @@ pub fn run(ctx: &RunContext<'_>, model: &str) -> Result<MergeMetrics> {
         metrics.units_removed += one.units_removed;
     }
     if whole {
-        merge_global(index, model, &runtime, &mut metrics)?;
+        merge_global(index, (model, ann), &runtime, &mut metrics)?;
         ctx.progress.advance(1);
     }
     metrics.seconds = started.elapsed().as_secs_f64();
@@ -170,10 +181,11 @@ fn merge_bucket(
 
 /// Derives the global parts from every bucket's kb parts: the thresholds (with the fingerprint
 /// of all kb parts, which a reader checks) and the run's statistics, then the vector files of
-/// that kb ([`crate::io::kb`]; also for a kb merged before they existed).
+/// that kb ([`crate::io::kb`]; also for a kb merged before they existed) and the approximate
+/// indexes of its large tables ([`crate::io::ann`]).
 fn merge_global(
     index: &Index,
-    model: &str,
+    (model, ann): (&str, &AnnConfig),
     runtime: &tokio::runtime::Runtime,
     metrics: &mut MergeMetrics,
 ) -> Result<()> {
@@ -186,6 +198,12 @@ fn merge_global(
         metrics.units_done += 1;
     }
     write_vector_files(index, model, &expected)?;
+    let started = std::time::Instant::now();
+    let built = write_ann_files(index, model, &expected, ann)?;
+    if !built.is_empty() {
+        metrics.details.approximate_indexes = built.iter().map(|t| t.dir().to_owned()).collect();
+        metrics.details.approximate_seconds = started.elapsed().as_secs_f64();
+    }
     Ok(())
 }
 

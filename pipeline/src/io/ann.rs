@@ -1,0 +1,215 @@
+//! The approximate index of a large kb table (`kb/<table>/vectors.ivf`): an inverted file
+//! ([`flexstruct_scan::Ivf`]) the merge builds from the table's vector file once the table has
+//! `[ann] min_rows` rows, and the query stage searches instead of scanning every row. Like a
+//! vector file it names the table, the model and the kb it was built from, and a reader uses it
+//! only when all of them match and its length adds up; otherwise the table is scanned exactly,
+//! which stays the truth (and the default below the threshold).
+//!
+//! ```toml
+//! [ann]
+//! min_rows = 250000   # tables this large get an approximate index; 0: never
+//! lists = 0           # lists per index (0: √rows)
+//! probes = 96         # lists scored per question
+//! ```
+
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+use flexstruct_scan::{Ivf, default_lists};
+use flexstruct_schemas::Table;
+use serde::{Deserialize, Serialize};
+
+use super::Index;
+use super::files::write_atomic;
+use super::kb::{VECTOR_TABLES, current_vector_rows, current_vectors};
+use crate::core::{Error, Result};
+
+/// First line of an approximate index file.
+const MAGIC: &str = "flexstruct ivf 1";
+
+/// The `[ann]` section: which kb tables are searched through an approximate index, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AnnConfig {
+    /// A kb table of at least this many rows gets an approximate index at merge, and the query
+    /// stage searches it through that index; smaller tables are scanned exactly. 0: never.
+    pub min_rows: usize,
+    /// Lists of a table's index (0: √rows). Read by the merge.
+    pub lists: usize,
+    /// Lists whose rows are scored per question (more: higher recall, slower). Read by queries.
+    pub probes: usize,
+}
+
+impl Default for AnnConfig {
+    fn default() -> Self {
+        AnnConfig { min_rows: 250_000, lists: 0, probes: 96 }
+    }
+}
+
+impl AnnConfig {
+    /// Checks values that parse but make no sense.
+    pub fn validate(&self) -> Result<()> {
+        if self.probes == 0 {
+            return Err(Error::config("ann.probes", "must be at least 1"));
+        }
+        Ok(())
+    }
+
+    /// Whether a table of `rows` rows is searched through an approximate index.
+    pub fn applies(&self, rows: usize) -> bool {
+        self.min_rows > 0 && rows >= self.min_rows
+    }
+
+    /// The lists of the index of a table of `rows` rows.
+    pub fn lists_for(&self, rows: usize) -> usize {
+        if self.lists == 0 { default_lists(rows) } else { self.lists.min(rows.max(1)) }
+    }
+}
+
+/// The approximate index file of a kb table.
+pub fn ann_file(index: &Index, table: Table) -> PathBuf {
+    index.table_dir(table).join("vectors.ivf")
+}
+
+/// The second line of an index file: what it indexes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct AnnHeader {
+    table: String,
+    model: String,
+    kb: String,
+    rows: u64,
+    dim: u64,
+    lists: u64,
+}
+
+/// The header of `table`'s index file and the bytes after it (None: no index file of this
+/// format, or one cut short).
+fn read_file(index: &Index, table: Table) -> Result<Option<(AnnHeader, Vec<u8>)>> {
+    let path = ann_file(index, table);
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("reading the approximate index", &path)(e)),
+    };
+    let mut lines = bytes.splitn(3, |&b| b == b'\n');
+    let (Some(magic), Some(json), Some(body)) = (lines.next(), lines.next(), lines.next()) else {
+        return Ok(None);
+    };
+    if magic != MAGIC.as_bytes() {
+        return Ok(None);
+    }
+    let Ok(header) = serde_json::from_slice::<AnnHeader>(json) else { return Ok(None) };
+    let words = header.lists * header.dim + header.lists + 1 + header.rows;
+    Ok((body.len() as u64 == 4 * words).then(|| (header, body.to_vec())))
+}
+
+/// `table`'s approximate index, when its file is current: built from `rows` vectors of
+/// `model` of kb `kb`. A current file that does not hold together is an error naming it.
+pub fn read_ann(index: &Index, table: Table, model: &str, kb: &str, rows: usize) -> Result<Option<Ivf>> {
+    let Some((header, body)) = read_file(index, table)? else { return Ok(None) };
+    if header.table != table.dir() || header.model != model || header.kb != kb || header.rows != rows as u64 {
+        return Ok(None);
+    }
+    let mut words = body.chunks_exact(4).map(|b| [b[0], b[1], b[2], b[3]]);
+    let (lists, dim) = (header.lists as usize, header.dim as usize);
+    let centroids: Vec<f32> = words.by_ref().take(lists * dim).map(f32::from_le_bytes).collect();
+    let offsets: Vec<u32> = words.by_ref().take(lists + 1).map(u32::from_le_bytes).collect();
+    let members: Vec<u32> = words.map(u32::from_le_bytes).collect();
+    Ivf::from_parts(dim, rows, centroids, offsets, members).map(Some).map_err(|problem| {
+        Error::Internal(format!("{}: not a usable approximate index: {problem}", ann_file(index, table).display()))
+    })
+}
+
+/// Builds and writes the approximate index of every kb table with vectors that `config` says
+/// needs one and that has no current one of kb `kb` (the merge's last step, after the vector
+/// files); returns the tables it wrote.
+pub fn write_ann_files(index: &Index, model: &str, kb: &str, config: &AnnConfig) -> Result<Vec<Table>> {
+    let mut written = Vec::new();
+    for table in VECTOR_TABLES {
+        let path = ann_file(index, table);
+        let Some(rows) = current_vector_rows(index, table, model, kb)?.filter(|&rows| config.applies(rows)) else {
+            continue;
+        };
+        let lists = config.lists_for(rows);
+        let found = read_file(index, table)?.map(|(header, _)| header);
+        if found.is_some_and(|h| h.model == model && h.kb == kb && h.rows == rows as u64 && h.lists == lists as u64) {
+            continue;
+        }
+        let Some((dim, values)) = current_vectors(index, table, (model, kb), rows)? else { continue };
+        let ivf = Ivf::build(&values, dim, lists);
+        let header = AnnHeader {
+            table: table.dir().to_owned(),
+            model: model.to_owned(),
+            kb: kb.to_owned(),
+            rows: rows as u64,
+            dim: dim as u64,
+            lists: ivf.lists() as u64,
+        };
+        let json = serde_json::to_string(&header).map_err(|e| Error::Internal(e.to_string()))?;
+        let mut bytes = format!("{MAGIC}\n{json}\n").into_bytes();
+        bytes.extend(ivf.centroids().iter().flat_map(|v| v.to_le_bytes()));
+        bytes.extend(ivf.offsets().iter().chain(ivf.members()).flat_map(|v| v.to_le_bytes()));
+        write_atomic(&path, |file| {
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            out.write_all(&bytes).map_err(Error::io("writing the approximate index", &path))?;
+            let file =
+                out.into_inner().map_err(|e| Error::io("writing the approximate index", &path)(e.into_error()))?;
+            file.sync_all().map_err(Error::io("syncing the approximate index", &path))
+        })?;
+        written.push(table);
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::io::kb::tests::{Row, index_of};
+    use crate::io::kb::write_vector_files;
+
+    #[test]
+    fn built_for_large_tables_read_when_current() {
+        let rows: Vec<Row<'_>> = (0..40)
+            .map(|i| {
+                let angle = i as f32 * 0.15;
+                ("a", i, "m", Some([angle.cos(), angle.sin()]))
+            })
+            .collect();
+        let (_tmp, index) = index_of(&[rows]);
+        write_vector_files(&index, "m", "kb-1").unwrap();
+        let table = Table::KbHyperedges;
+        let off = AnnConfig { min_rows: 0, ..AnnConfig::default() };
+        assert!(write_ann_files(&index, "m", "kb-1", &off).unwrap().is_empty(), "0: never");
+        let large = AnnConfig { min_rows: 41, ..AnnConfig::default() };
+        assert!(write_ann_files(&index, "m", "kb-1", &large).unwrap().is_empty(), "40 rows are below 41");
+        let config = AnnConfig { min_rows: 40, lists: 4, probes: 1 };
+        assert_eq!(write_ann_files(&index, "m", "kb-1", &config).unwrap(), [table]);
+        assert!(write_ann_files(&index, "m", "kb-1", &config).unwrap().is_empty(), "a current index is kept");
+        let ivf = read_ann(&index, table, "m", "kb-1", 40).unwrap().unwrap();
+        assert_eq!((ivf.lists(), ivf.rows(), ivf.dim()), (4, 40, 2));
+        // Of another kb, model or size, it is not read.
+        assert!(read_ann(&index, table, "m", "kb-2", 40).unwrap().is_none());
+        assert!(read_ann(&index, table, "other", "kb-1", 40).unwrap().is_none());
+        assert!(read_ann(&index, table, "m", "kb-1", 39).unwrap().is_none());
+        // Another list count rebuilds it.
+        let more = AnnConfig { lists: 5, ..config };
+        assert_eq!(write_ann_files(&index, "m", "kb-1", &more).unwrap(), [table]);
+        assert_eq!(read_ann(&index, table, "m", "kb-1", 40).unwrap().unwrap().lists(), 5);
+        // Cut short: not read, and rebuilt.
+        let path = ann_file(&index, table);
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 4]).unwrap();
+        assert!(read_ann(&index, table, "m", "kb-1", 40).unwrap().is_none());
+        assert_eq!(write_ann_files(&index, "m", "kb-1", &more).unwrap(), [table]);
+        // Whole but inconsistent (a row listed twice): an error naming the file.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let end = bytes.len();
+        let first = bytes[end - 160..end - 156].to_vec();
+        bytes[end - 4..].copy_from_slice(&first);
+        std::fs::write(&path, &bytes).unwrap();
+        let err = read_ann(&index, table, "m", "kb-1", 40).unwrap_err().to_string();
+        assert!(err.contains("vectors.ivf") && err.contains("two lists"), "{err}");
+        assert!(AnnConfig { probes: 0, ..config }.validate().is_err());
+    }
+}

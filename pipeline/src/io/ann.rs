@@ -12,7 +12,6 @@
 //! probes = 96         # lists scored per question
 //! ```
 
-use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use flexstruct_scan::{Ivf, default_lists};
@@ -20,7 +19,7 @@ use flexstruct_schemas::Table;
 use serde::{Deserialize, Serialize};
 
 use super::Index;
-use super::files::write_atomic;
+use super::files::write_file_atomic;
 use super::kb::{VECTOR_TABLES, current_vector_rows, current_vectors};
 use crate::core::{Error, Result};
 
@@ -149,13 +148,7 @@ pub fn write_ann_files(index: &Index, model: &str, kb: &str, config: &AnnConfig)
         let mut bytes = format!("{MAGIC}\n{json}\n").into_bytes();
         bytes.extend(ivf.centroids().iter().flat_map(|v| v.to_le_bytes()));
         bytes.extend(ivf.offsets().iter().chain(ivf.members()).flat_map(|v| v.to_le_bytes()));
-        write_atomic(&path, |file| {
-            let mut out = BufWriter::with_capacity(1 << 20, file);
-            out.write_all(&bytes).map_err(Error::io("writing the approximate index", &path))?;
-            let file =
-                out.into_inner().map_err(|e| Error::io("writing the approximate index", &path)(e.into_error()))?;
-            file.sync_all().map_err(Error::io("syncing the approximate index", &path))
-        })?;
+        write_file_atomic(&path, &bytes)?;
         written.push(table);
     }
     Ok(written)

@@ -17,6 +17,7 @@
 //!   the sentences about A and about B give have one in common.
 
 use std::collections::HashSet;
+use std::ops::Range;
 
 use crate::core::names::normalize;
 use crate::core::words::is_question_stop_word;
@@ -260,33 +261,94 @@ fn parse_date(text: &str) -> Option<Ymd> {
     Some((year, month, day))
 }
 
-/// The dates a sentence gives, each with the event it dates: `born D`, `died D`, `(D1 – D2)`
-/// (birth and death), any other date.
-fn dated_events(sentence: &str) -> Vec<(Event, Ymd)> {
-    let found: Vec<(usize, usize)> = mentions(sentence, 0..sentence.len(), &HashSet::new())
-        .into_iter()
-        .filter(|m| m.kind == MentionKind::Date)
-        .map(|m| (m.bytes.start, m.bytes.end))
-        .collect();
+/// A life span in parentheses (`(1697 – 10 January 1768)`, `(6 June 1906, Graz – 2 November
+/// 1994, Le Plessis-Bouchard)`): the byte ranges of its birth side and its death side.
+#[derive(Debug, Clone, PartialEq)]
+struct LifeSpan {
+    birth: Range<usize>,
+    death: Range<usize>,
+}
+
+/// The life spans of `sentence`, whose dates are `dates` (byte ranges): parentheses that hold a
+/// dash between words and a date.
+fn life_spans(sentence: &str, dates: &[Range<usize>]) -> Vec<LifeSpan> {
     let mut out = Vec::new();
-    for (k, &(start, end)) in found.iter().enumerate() {
-        let Some(date) = parse_date(&sentence[start..end]) else { continue };
-        let before = sentence[..start].to_lowercase();
-        let near: String = before.chars().rev().take(24).collect::<Vec<_>>().into_iter().rev().collect();
-        let near = near.trim_end();
-        let between_next = found.get(k + 1).map(|&(next, _)| sentence[end..next].trim());
-        let event = if near.contains("born") || near.contains("birth") {
-            Event::Birth
-        } else if near.contains("died") || near.contains("death") || near.ends_with(['–', '-', '—']) {
-            Event::Death
-        } else if between_next.is_some_and(|b| ["–", "-", "—"].contains(&b)) {
-            Event::Birth
-        } else {
-            Event::Any
-        };
-        out.push((event, date));
+    let mut from = 0;
+    while let Some(o) = sentence[from..].find('(') {
+        let open = from + o + 1;
+        let close = sentence[open..].find(')').map_or(sentence.len(), |c| open + c);
+        let inner = &sentence[open..close];
+        // An en or em dash, or a hyphen between a digit or space and a digit or space (not the
+        // one inside `Plessis-Bouchard`).
+        let dash = inner.char_indices().find(|&(i, c)| match c {
+            '–' | '—' => true,
+            '-' => {
+                let edge = |c: Option<char>| c.is_some_and(|c| c == ' ' || c.is_ascii_digit());
+                edge(inner[..i].chars().next_back()) && edge(inner[i + 1..].chars().next())
+            }
+            _ => false,
+        });
+        if let Some((i, c)) = dash
+            && dates.iter().any(|d| d.start >= open && d.end <= close)
+        {
+            let at = open + i;
+            out.push(LifeSpan { birth: open..at, death: at + c.len_utf8()..close });
+        }
+        from = close;
     }
     out
+}
+
+/// The event a date or a place at byte `start` of `sentence` (lowercased in place: `lower`)
+/// belongs to: `born` or `died` just before it, else its side of a life span.
+fn event_at(lower: &str, spans: &[LifeSpan], start: usize) -> Event {
+    let near: String = lower[..start].chars().rev().take(24).collect::<Vec<_>>().into_iter().rev().collect();
+    if near.contains("born") || near.contains("birth") {
+        Event::Birth
+    } else if near.contains("died") || near.contains("death") {
+        Event::Death
+    } else if spans.iter().any(|s| s.birth.contains(&start)) {
+        Event::Birth
+    } else if spans.iter().any(|s| s.death.contains(&start)) {
+        Event::Death
+    } else {
+        Event::Any
+    }
+}
+
+/// The date mentions of `sentence`, as byte ranges.
+fn date_ranges(sentence: &str) -> Vec<Range<usize>> {
+    mentions(sentence, 0..sentence.len(), &HashSet::new())
+        .into_iter()
+        .filter(|m| m.kind == MentionKind::Date)
+        .map(|m| m.bytes)
+        .collect()
+}
+
+/// The dates a sentence gives, each with the event it dates: `born D`, `died D`, the sides of a
+/// life span (`(D1 – D2)`: birth and death), any other date.
+fn dated_events(sentence: &str) -> Vec<(Event, Ymd)> {
+    let found = date_ranges(sentence);
+    let spans = life_spans(sentence, &found);
+    let lower = lowercase_in_place(sentence);
+    found
+        .iter()
+        .filter_map(|d| parse_date(&sentence[d.clone()]).map(|date| (event_at(&lower, &spans, d.start), date)))
+        .collect()
+}
+
+/// The event a question about a date or a place asks for: `born`, `birthday` → birth; `die`,
+/// `death` → death; any other (`buried`, `founded`) → any.
+fn asked_event(question: &str) -> Event {
+    let words = lower_words(question);
+    let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
+    if has(&["born", "birth", "birthday", "birthplace"]) {
+        Event::Birth
+    } else if has(&["die", "died", "dies", "death"]) {
+        Event::Death
+    } else {
+        Event::Any
+    }
 }
 
 /// The name a question gives an option or entity, without a parenthesised qualifier
@@ -354,6 +416,16 @@ fn names_key(sentence: &str, key: &str) -> bool {
         }
         k == want.len()
     })
+}
+
+/// Where `cue` stands in `lower` as words of its own: a cue that begins with a letter does not
+/// match inside a word (`daughter of ` is no cue in `granddaughter of `).
+fn cue_at<'t>(lower: &'t str, cue: &'t str) -> impl Iterator<Item = usize> + 't {
+    let free = !cue.starts_with(char::is_alphanumeric);
+    lower
+        .match_indices(cue)
+        .map(|(p, _)| p)
+        .filter(move |&p| free || lower[..p].chars().next_back().is_none_or(|c| !c.is_alphanumeric()))
 }
 
 /// Cues before a parent (`son of A and B`: A the father, B the mother).
@@ -539,18 +611,31 @@ impl<'s, 'a> Facts<'s, 'a> {
                     .copied()
                     .find(|&(s, e)| s >= pos && s < end && countries_in(&text[s..e]).is_empty())
                     .filter(|&(s, e)| normalize(&text[s..e]) != key)
+                    .map(|(s, e)| (s, titled_end(text, &names, e)))
             };
-            let mut hit = cues.iter().filter_map(|cue| lower.find(cue).and_then(|p| after(p + cue.len()))).min();
+            // The first cue, in the order of the list (the specific `performed by` before a bare
+            // `by`), that a name follows.
+            let mut hit = cues.iter().find_map(|cue| cue_at(&lower, cue).find_map(|p| after(p + cue.len())));
             if hit.is_none() && matches!(hop, Hop::Father | Hop::Mother) {
                 // `son of A and B`: the father first, the mother second.
                 for cue in PARENT_CUES {
-                    let Some(p) = lower.find(cue) else { continue };
-                    let Some(first) = after(p + cue.len()) else { continue };
+                    let Some(first) = cue_at(&lower, cue).find_map(|p| after(p + cue.len())) else { continue };
+                    let second = lower[first.1..].strip_prefix(" and ").and_then(|_| after(first.1 + 5));
                     hit = match hop {
                         Hop::Father => Some(first),
-                        _ => lower[first.1..].strip_prefix(" and ").and_then(|_| after(first.1 + 5)),
+                        _ => second,
                     };
                     if hit.is_some() {
+                        // `son of John and Elizabeth Dickens`: one surname for both.
+                        let father = &text[first.0..first.1];
+                        if hop == Hop::Father
+                            && !father.contains(' ')
+                            && let Some((s, e)) = second
+                            && let Some((_, surname)) = text[s..e].rsplit_once(' ')
+                            && surname != father
+                        {
+                            return Some((format!("{father} {surname}"), i));
+                        }
                         break;
                     }
                 }
@@ -710,10 +795,13 @@ impl<'s, 'a> Facts<'s, 'a> {
         let exclude = normalize(exclude);
         let stems = relation_stems(question);
         let counted = counted_noun(question);
+        // The birth or the death a date or a place is asked about.
+        let event = if matches!(asked, Asked::Date | Asked::Place) { asked_event(question) } else { Event::Any };
         let mut best: Option<(f32, Short)> = None;
         for &i in candidates.iter().take(CANDIDATE_SENTENCES) {
             let text = self.text(i);
             let lower = lowercase_in_place(text);
+            let lives = if event == Event::Any { Vec::new() } else { life_spans(text, &date_ranges(text)) };
             // Where the question's content words stand in the sentence.
             let shared: Vec<(usize, usize)> = word_spans(text)
                 .into_iter()
@@ -748,7 +836,13 @@ impl<'s, 'a> Facts<'s, 'a> {
                         .any(|w| w.chars().take(5).eq(noun.chars().take(5)))
                 });
                 let counts = if counts { COUNTED_WEIGHT } else { 0.0 };
-                let score = self.sentences[i].score + cue + near + counts + bonus(i);
+                // A date or place of the event asked about, or of the other one.
+                let dated = match (event, event_at(&lower, &lives, start)) {
+                    (Event::Any, _) | (_, Event::Any) => 0.0,
+                    (asked, at) if asked == at => EVENT_WEIGHT,
+                    _ => -EVENT_WEIGHT,
+                };
+                let score = self.sentences[i].score + cue + near + counts + dated + bonus(i);
                 if best.as_ref().is_none_or(|(b, _)| score > *b) {
                     best = Some((score, Short { text: as_asked(asked, question, span), sentence: i }));
                 }
@@ -762,9 +856,13 @@ impl<'s, 'a> Facts<'s, 'a> {
         // them through the sentences, then answer about the entity reached.
         if let Some((anchor, hops)) = chain(question, entities) {
             let mut at = (anchor, None);
+            let mut hop_sentences = Vec::new();
             for &hop in &hops {
                 match self.follow(&at.0, hop) {
-                    Some((next, i)) => at = (next, Some(i)),
+                    Some((next, i)) => {
+                        at = (next, Some(i));
+                        hop_sentences.push(i);
+                    }
                     None => {
                         at.1 = None;
                         break;
@@ -775,7 +873,13 @@ impl<'s, 'a> Facts<'s, 'a> {
                 if *asked == Asked::Person {
                     return Some(Short { text: reached, sentence: said });
                 }
-                if let Some(found) = self.best_span(asked, question, &self.about(&reached), |_| 0.0, &reached) {
+                // The sentences that led to it are about the entities before it (`a 2017
+                // American film directed by X` gives the film's year and country, not X's),
+                // unless nothing else is about it.
+                let about = self.about(&reached);
+                let own: Vec<usize> = about.iter().copied().filter(|i| !hop_sentences.contains(i)).collect();
+                let candidates = if own.is_empty() { about } else { own };
+                if let Some(found) = self.best_span(asked, question, &candidates, |_| 0.0, &reached) {
                     return Some(found);
                 }
             }
@@ -840,18 +944,81 @@ fn joined_end(text: &str, found: &[crate::rules::Mention], end: usize) -> usize 
     }
 }
 
+/// Phrases a cause follows (`died of a fever`, `diagnosed with tuberculosis`).
+const CAUSE_CUES: &[&str] = &[
+    "died of ",
+    "died from ",
+    "dying of ",
+    "dying from ",
+    "due to ",
+    "because of ",
+    "cause of death was ",
+    "death from ",
+    "succumbed to ",
+    "diagnosed with ",
+    "suffered from ",
+];
+
+/// Titles a person's name may carry after a comma (`Karl Aust, Prince of Velde`).
+const TITLES: &[&str] = &[
+    "Prince",
+    "Princess",
+    "King",
+    "Queen",
+    "Duke",
+    "Duchess",
+    "Count",
+    "Countess",
+    "Earl",
+    "Lord",
+    "Lady",
+    "Baron",
+    "Baroness",
+    "Viscount",
+    "Marquess",
+    "Margrave",
+    "Landgrave",
+    "Elector",
+];
+
+/// The end of a person's name `names` lists, extended over a title after it (`Gerd III,
+/// Count of Halm`): `end` itself when none follows.
+fn titled_end(text: &str, names: &[(usize, usize)], end: usize) -> usize {
+    let Some(rest) = text[end..].strip_prefix(", ") else { return end };
+    let Some(title) = TITLES.iter().find(|t| rest.strip_prefix(**t).is_some_and(|r| r.starts_with(" of "))) else {
+        return end;
+    };
+    // The name of the place, a mention of its own or the end of one that holds the title.
+    let place = end + 2 + title.len() + 4;
+    names.iter().find(|&&(s, e)| s >= end + 2 && s <= place && e > place).map_or(end, |&(_, e)| e)
+}
+
 /// Spans of `sentence` that could be the answer to a typed question.
 fn typed_spans(asked: &Asked, sentence: &str) -> Vec<(usize, usize)> {
     let found = mentions(sentence, 0..sentence.len(), &HashSet::new());
+    let dates: Vec<_> = found.iter().filter(|m| m.kind == MentionKind::Date).map(|m| m.bytes.clone()).collect();
+    let lives = if *asked == Asked::Place { life_spans(sentence, &dates) } else { Vec::new() };
+    // A name in a life span that only a comma parts from one of its dates (`1906, Graz`,
+    // `Barcelona, 19 March 1946`) is the place of that event.
+    let dated_place = |m: &crate::rules::Mention| {
+        let apart = |gap: &str| gap.trim_matches([',', ' ']).is_empty() && gap.contains(',');
+        lives.iter().any(|l| l.birth.contains(&m.bytes.start) || l.death.contains(&m.bytes.start))
+            && dates.iter().any(|d| {
+                (d.end <= m.bytes.start && apart(&sentence[d.end..m.bytes.start]))
+                    || (d.start >= m.bytes.end && apart(&sentence[m.bytes.end..d.start]))
+            })
+    };
     let spans = found.iter().filter(|m| match asked {
         Asked::Person => m.kind == MentionKind::Name && looks_like_person(&sentence[m.bytes.clone()]),
         Asked::Date => m.kind == MentionKind::Date,
         Asked::Place => {
-            // A name after `in`, `at`, `near` is a place even when it reads like a person's.
+            // A name after `in`, `at`, `near` or beside a life span's date is a place even when
+            // it reads like a person's.
             let before = sentence[..m.bytes.start].trim_end().to_lowercase();
             let after = |p: &str| before.ends_with(&format!(" {p}")) || before == p;
             m.kind == MentionKind::Name
                 && (["in", "at", "near"].iter().any(|p| after(p))
+                    || dated_place(m)
                     || (after("from") && !looks_like_person(&sentence[m.bytes.clone()])))
         }
         Asked::Number => m.kind == MentionKind::Quantity,
@@ -872,7 +1039,6 @@ fn typed_spans(asked: &Asked, sentence: &str) -> Vec<(usize, usize)> {
     if *asked == Asked::Number {
         // Bare counts ("3 tiers", "twelve members") beside the measured quantities, outside
         // dates.
-        let dates: Vec<_> = found.iter().filter(|m| m.kind == MentionKind::Date).map(|m| m.bytes.clone()).collect();
         for (start, end) in word_spans(sentence) {
             let word = &sentence[start..end];
             let count =
@@ -885,9 +1051,7 @@ fn typed_spans(asked: &Asked, sentence: &str) -> Vec<(usize, usize)> {
     }
     if *asked == Asked::Cause {
         let lower = lowercase_in_place(sentence);
-        for cue in
-            ["died of ", "died from ", "due to ", "because of ", "cause of death was ", "death from ", "succumbed to "]
-        {
+        for cue in CAUSE_CUES {
             if let Some(i) = lower.find(cue) {
                 let start = i + cue.len();
                 let end = sentence[start..].find([',', '.', ';', '(']).map_or(sentence.len(), |e| start + e);
@@ -977,6 +1141,9 @@ const CUE_WEIGHT: f32 = 1.0;
 const NEAR_WEIGHT: f32 = 0.5;
 /// Weight of a number followed by the noun a `how many` question counts.
 const COUNTED_WEIGHT: f32 = 1.0;
+/// Weight of a date or place of the event a question asks about (a birth, a death), and the
+/// penalty of one of the other event.
+const EVENT_WEIGHT: f32 = 1.0;
 /// Weight of a two-hop link (the sentence names someone named beside a question entity).
 const LINK_WEIGHT: f32 = 1.5;
 /// Sentences, best first, whose spans a typed question considers.
@@ -1239,6 +1406,15 @@ mod tests {
         assert_eq!(a.text, "Varn Hollow");
         let a = short_answer("Who is the director of Salt Roads?", &entities, &s).unwrap();
         assert_eq!((a.text.as_str(), a.sentence), ("Ilse Varga", 0));
+        // The sentence that leads to the director dates and places the film, not her.
+        let a = short_answer("When was the director of film Salt Roads born?", &entities, &s).unwrap();
+        assert_eq!((a.text.as_str(), a.sentence), ("15 July 1934", 2));
+        let s = passage(&[
+            "Salt Roads is a 1969 American film directed by Ilse Varga.",
+            "Ilse Varga (born 1934) is a Danish film director.",
+        ]);
+        let a = short_answer("What nationality is the director of film Salt Roads?", &entities, &s).unwrap();
+        assert_eq!(a.text, "Danish");
         let s = sentences(&[
             "Edda Lorne was the daughter of Count Aric of Dunmere and Mira Solace.",
             "Count Aric of Dunmere was the son of Oswin Tallow and Berta Wend.",
@@ -1256,5 +1432,54 @@ mod tests {
             "Berta Wend"
         );
         assert_eq!(short_answer("Who is Edda Lorne's mother-in-law?", &entities, &s).unwrap().text, "Grete Hollin");
+    }
+
+    #[test]
+    fn relations_are_read_from_their_own_cues_with_titles_and_shared_surnames() {
+        // `performed by` names the performer though a bare `by` (the writer) comes first.
+        let s = passage(&[
+            "\"Tin Harbour\" is a song written by Oda Brenn, originally performed by Lasse Moor.",
+            "Lasse Moor (2 May 1931 – 9 June 1990) was a singer born in Velden.",
+        ]);
+        let entities = ["Tin Harbour".to_owned()];
+        let a = short_answer("Who is the performer of song Tin Harbour?", &entities, &s).unwrap();
+        assert_eq!(a.text, "Lasse Moor");
+        // `daughter of` inside `granddaughter of` names no parent.
+        let s = passage(&[
+            "Nell Aske is a director.",
+            "She is a granddaughter of Ivo Aske, the daughter of Tor Aske and the niece of Rune Aske.",
+        ]);
+        let a = short_answer("Who is Nell Aske's father?", &["Nell Aske".to_owned()], &s).unwrap();
+        assert_eq!(a.text, "Tor Aske");
+        // A title after the name is part of it; parents that share a surname are given it.
+        let s = sentences(&[
+            "Rolf Tann was the son of Gerd III, Count of Halmbrook and Ida of Vell.",
+            "Tess Tann was the daughter of Rolf and Maren Tann.",
+        ]);
+        let a = short_answer("Who is Rolf Tann's father?", &["Rolf Tann".to_owned()], &s).unwrap();
+        assert_eq!(a.text, "Gerd III, Count of Halmbrook");
+        let a = short_answer("Who is Rolf Tann's mother?", &["Rolf Tann".to_owned()], &s).unwrap();
+        assert_eq!(a.text, "Ida of Vell");
+        let a = short_answer("Who is Tess Tann's father?", &["Tess Tann".to_owned()], &s).unwrap();
+        assert_eq!(a.text, "Rolf Tann");
+    }
+
+    #[test]
+    fn life_spans_date_and_place_a_birth_and_a_death() {
+        let s = passage(&["Jory Vance (6 June 1906, Tallis – 2 November 1994, Le Marsh-Aubry) was a film director."]);
+        let jory = ["Jory Vance".to_owned()];
+        assert_eq!(short_answer("Where was Jory Vance born?", &jory, &s).unwrap().text, "Tallis");
+        assert_eq!(short_answer("Where did Jory Vance die?", &jory, &s).unwrap().text, "Le Marsh-Aubry");
+        assert_eq!(short_answer("When did Jory Vance die?", &jory, &s).unwrap().text, "2 November 1994");
+        let s = sentences(&["Ada Quill (1697 – 10 January 1768) was a bishop."]);
+        let ada = ["Ada Quill".to_owned()];
+        assert_eq!(short_answer("What is the date of death of Ada Quill?", &ada, &s).unwrap().text, "10 January 1768");
+        assert_eq!(short_answer("When was Ada Quill born?", &ada, &s).unwrap().text, "1697");
+        // The sides of a life span, its hyphen told from one inside a name.
+        let text = "Rafe Orr (1880- 1958) was a clerk of Arles (Saint-Loup, 1879).";
+        let lives = life_spans(text, &date_ranges(text));
+        assert_eq!(lives.len(), 1);
+        assert_eq!(&text[lives[0].birth.clone()], "1880");
+        assert_eq!(&text[lives[0].death.clone()], " 1958");
     }
 }

@@ -687,7 +687,17 @@ impl<'s, 'a> Facts<'s, 'a> {
             let stated = self.follow(name, Hop::Role(role)).map(|(p, _)| p);
             stated.into_iter().chain(self.linked_people(name)).find_map(|p| dates(&p))
         };
-        let (a, b) = (value(&options[0])?, value(&options[1])?);
+        let (a, b) = match (value(&options[0]), value(&options[1])) {
+            (Some(a), Some(b)) => (a, b),
+            // Without both people's dates, the works' own dates stand in for them (the
+            // director of a 1928 film was most likely born, and died, before the director of a
+            // 1986 one); a life's length has no such stand-in.
+            _ if role.is_some() && matches!(order, Order::Earliest | Order::Latest) => {
+                let work = |name: &str| self.date_of(name, Event::Any).map(|(d, i)| (days(d), i));
+                (work(&options[0])?, work(&options[1])?)
+            }
+            _ => return None,
+        };
         if a.0 == b.0 {
             return None;
         }
@@ -1263,9 +1273,22 @@ mod tests {
             short_answer("Which film has the director who was born earlier, The Quiet Mill or Salt Roads?", &[], &s)
                 .unwrap();
         assert_eq!((a.text.as_str(), a.sentence), ("Salt Roads", 2));
+        // Without one director's dates, the films' own years stand in for them.
+        let s = sentences(&[
+            "Salt Roads is a 1969 film directed by Ilse Varga.",
+            "The Quiet Mill is a 1980 film directed by Oren Castel.",
+            "Oren Castel (born 29 July 1938) is a director.",
+        ]);
+        let q = "Which film has the director who was born earlier, The Quiet Mill or Salt Roads?";
+        assert_eq!(short_answer(q, &[], &s).unwrap().text, "Salt Roads");
+        let q = "Which film has the director who died later, The Quiet Mill or Salt Roads?";
+        assert_eq!(short_answer(q, &[], &s).unwrap().text, "The Quiet Mill");
         // Undecided without dates for both: no short answer.
         let s = sentences(&["Harbour Lights is a 1946 musical film."]);
         assert!(short_answer("Which film came out first, The Glass Orchard or Harbour Lights?", &[], &s).is_none());
+        let s = sentences(&["Salt Roads is a 1969 film directed by Ilse Varga.", "The Quiet Mill is a film."]);
+        let q = "Which film has the director who was born earlier, The Quiet Mill or Salt Roads?";
+        assert!(short_answer(q, &[], &s).is_none());
     }
 
     #[test]

@@ -278,13 +278,13 @@ fn life_spans(sentence: &str, dates: &[Range<usize>]) -> Vec<LifeSpan> {
         let open = from + o + 1;
         let close = sentence[open..].find(')').map_or(sentence.len(), |c| open + c);
         let inner = &sentence[open..close];
-        // An en or em dash, or a hyphen between a digit or space and a digit or space (not the
-        // one inside `Plessis-Bouchard`).
+        // An en or em dash, or a hyphen with a digit or a space beside it (`1880-1958`,
+        // `Tunis- 1 March 1918`; not the one inside `Plessis-Bouchard`).
         let dash = inner.char_indices().find(|&(i, c)| match c {
             '–' | '—' => true,
             '-' => {
                 let edge = |c: Option<char>| c.is_some_and(|c| c == ' ' || c.is_ascii_digit());
-                edge(inner[..i].chars().next_back()) && edge(inner[i + 1..].chars().next())
+                edge(inner[..i].chars().next_back()) || edge(inner[i + 1..].chars().next())
             }
             _ => false,
         });
@@ -1499,10 +1499,11 @@ mod tests {
         assert_eq!(short_answer("What is the date of death of Ada Quill?", &ada, &s).unwrap().text, "10 January 1768");
         assert_eq!(short_answer("When was Ada Quill born?", &ada, &s).unwrap().text, "1697");
         // The sides of a life span, its hyphen told from one inside a name.
-        let text = "Rafe Orr (1880- 1958) was a clerk of Arles (Saint-Loup, 1879).";
+        let text = "Rafe Orr (1880- 1958) was a clerk of Arles (Saint-Loup, 1879), like Ned Orr (Arles- 2 May 1950).";
         let lives = life_spans(text, &date_ranges(text));
-        assert_eq!(lives.len(), 1);
+        assert_eq!(lives.len(), 2);
         assert_eq!(&text[lives[0].birth.clone()], "1880");
         assert_eq!(&text[lives[0].death.clone()], " 1958");
+        assert_eq!(&text[lives[1].birth.clone()], "Arles");
     }
 }

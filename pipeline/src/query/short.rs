@@ -23,7 +23,7 @@ use crate::core::names::normalize;
 use crate::core::words::is_question_stop_word;
 use crate::rules::countries::countries_in;
 use crate::rules::mentions::MONTHS;
-use crate::rules::{MentionKind, looks_like_person, mentions};
+use crate::rules::{Mention, MentionKind, looks_like_person, mentions};
 
 /// A sentence of the context, with its score from the extractive answerer (higher is better).
 #[derive(Debug, Clone, Copy)]
@@ -316,22 +316,25 @@ fn event_at(lower: &str, spans: &[LifeSpan], start: usize) -> Event {
     }
 }
 
-/// The date mentions of `sentence`, as byte ranges.
-fn date_ranges(sentence: &str) -> Vec<Range<usize>> {
-    mentions(sentence, 0..sentence.len(), &HashSet::new())
-        .into_iter()
-        .filter(|m| m.kind == MentionKind::Date)
-        .map(|m| m.bytes)
-        .collect()
+/// The byte ranges of the date mentions among `found`.
+fn dates_of(found: &[Mention]) -> Vec<Range<usize>> {
+    found.iter().filter(|m| m.kind == MentionKind::Date).map(|m| m.bytes.clone()).collect()
+}
+
+/// The mentions of `sentence` and its life spans: what reading it for a typed answer needs, found
+/// once.
+fn read_sentence(sentence: &str) -> (Vec<Mention>, Vec<LifeSpan>) {
+    let found = mentions(sentence, 0..sentence.len(), &HashSet::new());
+    let lives = life_spans(sentence, &dates_of(&found));
+    (found, lives)
 }
 
 /// The dates a sentence gives, each with the event it dates: `born D`, `died D`, the sides of a
 /// life span (`(D1 – D2)`: birth and death), any other date.
 fn dated_events(sentence: &str) -> Vec<(Event, Ymd)> {
-    let found = date_ranges(sentence);
-    let spans = life_spans(sentence, &found);
+    let (found, spans) = read_sentence(sentence);
     let lower = lowercase_in_place(sentence);
-    found
+    dates_of(&found)
         .iter()
         .filter_map(|d| parse_date(&sentence[d.clone()]).map(|date| (event_at(&lower, &spans, d.start), date)))
         .collect()
@@ -811,13 +814,13 @@ impl<'s, 'a> Facts<'s, 'a> {
         for &i in candidates.iter().take(CANDIDATE_SENTENCES) {
             let text = self.text(i);
             let lower = lowercase_in_place(text);
-            let lives = if event == Event::Any { Vec::new() } else { life_spans(text, &date_ranges(text)) };
+            let (found, lives) = read_sentence(text);
             // Where the question's content words stand in the sentence.
             let shared: Vec<(usize, usize)> = word_spans(text)
                 .into_iter()
                 .filter(|&(s, e)| content.contains(text[s..e].to_lowercase().as_str()))
                 .collect();
-            for (start, end) in typed_spans(asked, text) {
+            for (start, end) in typed_spans(asked, text, &found, &lives) {
                 let span = &text[start..end];
                 if lower_words(span).iter().all(|w| asked_words.contains(w))
                     || (!exclude.is_empty() && normalize(span) == exclude)
@@ -865,21 +868,18 @@ impl<'s, 'a> Facts<'s, 'a> {
         // A question that follows relations (`the place of birth of the director of X`): follow
         // them through the sentences, then answer about the entity reached.
         if let Some((anchor, hops)) = chain(question, entities) {
-            let mut at = (anchor, None);
+            // The entity reached and the sentence of each hop; none when a hop is not found.
+            let mut reached = anchor;
             let mut hop_sentences = Vec::new();
             for &hop in &hops {
-                match self.follow(&at.0, hop) {
-                    Some((next, i)) => {
-                        at = (next, Some(i));
-                        hop_sentences.push(i);
-                    }
-                    None => {
-                        at.1 = None;
-                        break;
-                    }
-                }
+                let Some((next, i)) = self.follow(&reached, hop) else {
+                    hop_sentences.clear();
+                    break;
+                };
+                reached = next;
+                hop_sentences.push(i);
             }
-            if let (reached, Some(said)) = at {
+            if let Some(&said) = hop_sentences.last() {
                 if *asked == Asked::Person {
                     return Some(Short { text: reached, sentence: said });
                 }
@@ -945,7 +945,7 @@ fn as_asked(asked: &Asked, question: &str, span: &str) -> String {
 
 /// The end of a name mention, extended over ` of ` and the name after it (`Port of Spain`,
 /// `Miguel I of Portugal`).
-fn joined_end(text: &str, found: &[crate::rules::Mention], end: usize) -> usize {
+fn joined_end(text: &str, found: &[Mention], end: usize) -> usize {
     match text[end..].strip_prefix(" of ") {
         Some(_) => {
             found.iter().find(|m| m.kind == MentionKind::Name && m.bytes.start == end + 4).map_or(end, |m| m.bytes.end)
@@ -1003,14 +1003,13 @@ fn titled_end(text: &str, names: &[(usize, usize)], end: usize) -> usize {
     names.iter().find(|&&(s, e)| s >= end + 2 && s <= place && e > place).map_or(end, |&(_, e)| e)
 }
 
-/// Spans of `sentence` that could be the answer to a typed question.
-fn typed_spans(asked: &Asked, sentence: &str) -> Vec<(usize, usize)> {
-    let found = mentions(sentence, 0..sentence.len(), &HashSet::new());
-    let dates: Vec<_> = found.iter().filter(|m| m.kind == MentionKind::Date).map(|m| m.bytes.clone()).collect();
-    let lives = if *asked == Asked::Place { life_spans(sentence, &dates) } else { Vec::new() };
+/// Spans of `sentence` (whose mentions are `found` and life spans `lives`, [`read_sentence`])
+/// that could be the answer to a typed question.
+fn typed_spans(asked: &Asked, sentence: &str, found: &[Mention], lives: &[LifeSpan]) -> Vec<(usize, usize)> {
+    let dates = dates_of(found);
     // A name in a life span that only a comma parts from one of its dates (`1906, Graz`,
     // `Barcelona, 19 March 1946`) is the place of that event.
-    let dated_place = |m: &crate::rules::Mention| {
+    let dated_place = |m: &Mention| {
         let apart = |gap: &str| gap.trim_matches([',', ' ']).is_empty() && gap.contains(',');
         lives.iter().any(|l| l.birth.contains(&m.bytes.start) || l.death.contains(&m.bytes.start))
             && dates.iter().any(|d| {
@@ -1042,7 +1041,7 @@ fn typed_spans(asked: &Asked, sentence: &str) -> Vec<(usize, usize)> {
     });
     let mut out: Vec<(usize, usize)> = spans
         .map(|m| {
-            let end = if *asked == Asked::Place { joined_end(sentence, &found, m.bytes.end) } else { m.bytes.end };
+            let end = if *asked == Asked::Place { joined_end(sentence, found, m.bytes.end) } else { m.bytes.end };
             (m.bytes.start, end)
         })
         .collect();
@@ -1077,7 +1076,8 @@ fn typed_spans(asked: &Asked, sentence: &str) -> Vec<(usize, usize)> {
 /// Whether `sentence` holds a span of the kind `asked` wants that is not all question words
 /// (`question_words`, lowercased).
 pub(super) fn holds(asked: &Asked, sentence: &str, question_words: &HashSet<String>) -> bool {
-    typed_spans(asked, sentence)
+    let (found, lives) = read_sentence(sentence);
+    typed_spans(asked, sentence, &found, &lives)
         .into_iter()
         .any(|(start, end)| lower_words(&sentence[start..end]).iter().any(|w| !question_words.contains(w)))
 }
@@ -1500,7 +1500,7 @@ mod tests {
         assert_eq!(short_answer("When was Ada Quill born?", &ada, &s).unwrap().text, "1697");
         // The sides of a life span, its hyphen told from one inside a name.
         let text = "Rafe Orr (1880- 1958) was a clerk of Arles (Saint-Loup, 1879), like Ned Orr (Arles- 2 May 1950).";
-        let lives = life_spans(text, &date_ranges(text));
+        let lives = read_sentence(text).1;
         assert_eq!(lives.len(), 2);
         assert_eq!(&text[lives[0].birth.clone()], "1880");
         assert_eq!(&text[lives[0].death.clone()], " 1958");

@@ -21,7 +21,7 @@ use std::ops::Range;
 
 use crate::core::names::normalize;
 use crate::core::words::is_question_stop_word;
-use crate::rules::countries::countries_in;
+use crate::rules::countries::{countries_in, is_demonym};
 use crate::rules::mentions::MONTHS;
 use crate::rules::{Mention, MentionKind, looks_like_person, mentions};
 
@@ -1023,9 +1023,13 @@ fn typed_spans(asked: &Asked, sentence: &str, found: &[Mention], lives: &[LifeSp
         Asked::Place => {
             // A name after `in`, `at`, `near` or beside a life span's date is a place even when
             // it reads like a person's.
+            // Never a people or a language (`sung in English and Spanish`, `an American
+            // singer`).
             let before = sentence[..m.bytes.start].trim_end().to_lowercase();
             let after = |p: &str| before.ends_with(&format!(" {p}")) || before == p;
+            let peoples = sentence[m.bytes.clone()].split_whitespace().filter(|w| *w != "and").all(is_demonym);
             m.kind == MentionKind::Name
+                && !peoples
                 && (["in", "at", "near"].iter().any(|p| after(p))
                     || dated_place(m)
                     || (after("from") && !looks_like_person(&sentence[m.bytes.clone()])))
@@ -1498,6 +1502,13 @@ mod tests {
         let ada = ["Ada Quill".to_owned()];
         assert_eq!(short_answer("What is the date of death of Ada Quill?", &ada, &s).unwrap().text, "10 January 1768");
         assert_eq!(short_answer("When was Ada Quill born?", &ada, &s).unwrap().text, "1697");
+        // A people or a language after `in` is no place.
+        let s = sentences(&[
+            "Lio Marr, an American crooner, recorded the ballad in English and Spanish.",
+            "Lio Marr grew up in Quellport.",
+        ]);
+        let lio = ["Lio Marr".to_owned()];
+        assert_eq!(short_answer("Where was Lio Marr born?", &lio, &s).unwrap().text, "Quellport");
         // The sides of a life span, its hyphen told from one inside a name.
         let text = "Rafe Orr (1880- 1958) was a clerk of Arles (Saint-Loup, 1879), like Ned Orr (Arles- 2 May 1950).";
         let lives = read_sentence(text).1;

@@ -116,6 +116,16 @@ pub fn country_of(words: &str) -> Option<&'static str> {
     COUNTRIES.iter().find(|names| names.contains(&key.as_str())).map(|names| names[0])
 }
 
+/// Whether `word` (one word, any case) is one of the list's demonyms or languages (`Italian`,
+/// `English`, `Dutch`, `Swiss`), not a name of a place (`Italy`, `England`, `Holland`, `Japan`).
+pub fn is_demonym(word: &str) -> bool {
+    const ENDINGS: [&str; 13] = ["an", "ish", "ese", "ch", "i", "ic", "ek", "ak", "av", "ss", "ino", "ine", "ene"];
+    let lower = word.trim().to_lowercase();
+    lower.chars().count() >= 4
+        && country_of(&lower).is_some_and(|key| key != lower)
+        && ENDINGS.iter().any(|e| lower.ends_with(e))
+}
+
 /// The countries a text names, by one- and two-word windows over its capitalised words.
 pub fn countries_in(text: &str) -> Vec<&'static str> {
     let words: Vec<&str> = text
@@ -157,5 +167,12 @@ mod tests {
         assert_eq!(countries_in("a South African and West German co-production"), ["south africa", "germany"]);
         // Lowercase words are not names.
         assert!(countries_in("he spoke french badly and wore a german helmet").is_empty());
+        // Peoples and languages, told from places.
+        for word in ["Italian", "English", "Dutch", "Swiss", "Thai", "Greek", "Filipino", "Czech"] {
+            assert!(is_demonym(word), "{word}");
+        }
+        for word in ["Italy", "England", "Holland", "Japan", "Iran", "UK", "America", "Aldovian"] {
+            assert!(!is_demonym(word), "{word}");
+        }
     }
 }

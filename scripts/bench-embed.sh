@@ -5,7 +5,7 @@
 # Usage: scripts/bench-embed.sh INDEX [OUT] — texts: 2,000 (GENERATED) generated 30-word sentences, and from
 # INDEX's kb up to 1,500 hyperedge texts, 600 entity texts and 200 chunks, as the embed stage
 # writes them (hyperedges with their entities' names, entities as name and summary). For each
-# set and for 1 and 2 threads, ROUNDS (3) alternating runs of each side, each in a fresh process
+# set (SETS, default all four: generated hyperedges entities chunks) and for 1 and 2 threads (THREADS, default "1 2"), ROUNDS (3) alternating runs of each side, each in a fresh process
 # timing one run over all the texts after a warm-up on a tenth of them; the median of the rounds is reported, with the ratio ours / PyTorch, and
 # the cosine of our vectors to PyTorch's; first, what each kind of unit of INDEX costs in MiniLM
 # tokens (all its units; texts, distinct texts, tokens, and tokens if cut at 128 or 64). PyTorch runs from a virtual environment made here
@@ -17,6 +17,8 @@ index=${1:?usage: bench-embed.sh INDEX [OUT]}
 out=${2:-data/eval/bench-embed}
 venv=${BENCH_VENV:-data/venv/bench-embed}
 rounds=${ROUNDS:-3}
+sets=${SETS:-generated hyperedges entities chunks}
+thread_counts=${THREADS:-1 2}
 generated=${GENERATED:-2000}
 model=data/models/all-MiniLM-L6-v2
 bin=${BIN:-target/debug}
@@ -24,6 +26,12 @@ ours=$bin/examples/embed_throughput
 sql=$bin/flexstruct-sql
 torch_pin="torch==2.15.0"
 st_pin="sentence-transformers==6.2.0"
+for set in $sets; do
+  case $set in
+    generated | hyperedges | entities | chunks) ;;
+    *) echo "bench-embed: unknown set '$set' in SETS (generated, hyperedges, entities, chunks)" >&2; exit 2 ;;
+  esac
+done
 mkdir -p "$out"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error HF_HUB_DISABLE_PROGRESS_BARS=1 TQDM_DISABLE=1
 
@@ -65,9 +73,9 @@ rate() { python3 -c "import json, sys; r = json.loads(sys.stdin.read()); print(r
   echo "|---|---:|---:|---|---|---:|---|"
 } | tee "$out/bench-embed.md"
 json="["
-for set in generated hyperedges entities chunks; do
+for set in $sets; do
   n=$(wc -l < "$out/$set.jsonl")
-  for threads in 1 2; do
+  for threads in $thread_counts; do
     ours_rates=(); torch_rates=()
     for ((r = 1; r <= rounds; r++)); do
       ours_rates+=("$(RAYON_NUM_THREADS=$threads CANDLE_NUM_THREADS=1 "$ours" time "$out/$set.jsonl" 64 "$out/ours.f32" | rate)")

@@ -85,7 +85,7 @@ fn gelu_one(x: f32) -> f32 {
 
 /// `exp(−a)` for `a ∈ [0, 81]`.
 #[inline(always)]
-fn exp_neg(a: f32) -> f32 {
+pub(crate) fn exp_neg(a: f32) -> f32 {
     // Adding 1.5·2²³ rounds y to the nearest integer (ties to even) and leaves that integer in
     // the low bits of the sum: integer arithmetic on the bits, which vectorises where a
     // float-to-integer conversion (saturating in Rust) would not.

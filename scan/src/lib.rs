@@ -20,8 +20,10 @@
 
 mod gelu;
 mod ivf;
+mod softmax;
 pub use gelu::gelu;
 pub use ivf::{Ivf, default_lists};
+pub use softmax::softmax_rows;
 
 pub use half::f16;
 use half::slice::HalfFloatSliceExt;

@@ -4,7 +4,9 @@
 #
 # Usage: scripts/bench-embed.sh INDEX [OUT] — texts: 2,000 (GENERATED) generated 30-word sentences, and from
 # INDEX's kb up to 1,500 hyperedge texts, 600 entity texts and 200 chunks, as the embed stage
-# writes them (hyperedges with their entities' names, entities as name and summary). For each
+# writes them (hyperedges with their entities' names, entities as name and whole summary — the
+# stage cuts summaries at embed.entity_summary_words, 40 by default; whole here, so that the
+# rows compare with earlier runs and keep long texts in the sample). For each
 # set (SETS, default all four: generated hyperedges entities chunks) and for 1 and 2 threads (THREADS, default "1 2"), ROUNDS (3) alternating runs of each side, each in a fresh process
 # timing one run over all the texts after a warm-up on a tenth of them; the median of the rounds is reported, with the ratio ours / PyTorch, and
 # the cosine of our vectors to PyTorch's; first, what each kind of unit of INDEX costs in MiniLM

@@ -1022,9 +1022,8 @@ fn typed_spans(asked: &Asked, sentence: &str, found: &[Mention], lives: &[LifeSp
         Asked::Date => m.kind == MentionKind::Date,
         Asked::Place => {
             // A name after `in`, `at`, `near` or beside a life span's date is a place even when
-            // it reads like a person's.
-            // Never a people or a language (`sung in English and Spanish`, `an American
-            // singer`).
+            // it reads like a person's, but never a people or a language (`sung in English and
+            // Spanish`, `an American singer`).
             let before = sentence[..m.bytes.start].trim_end().to_lowercase();
             let after = |p: &str| before.ends_with(&format!(" {p}")) || before == p;
             let peoples = sentence[m.bytes.clone()].split_whitespace().filter(|w| *w != "and").all(is_demonym);

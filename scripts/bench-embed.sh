@@ -13,6 +13,11 @@
 # tokens (all its units; texts, distinct texts, tokens, and tokens if cut at 128 or 64). PyTorch runs from a virtual environment made here
 # (BENCH_VENV, default data/venv/bench-embed; pinned versions from PyPI, kept for reruns: delete
 # the folder to throw it away). Writes OUT (default data/eval/bench-embed)/bench-embed.md and .json.
+# RUNTIME=onnx runs our side through ONNX Runtime (`embed.runtime = "onnx"`, `make onnx` first).
+# ONNX=1 adds two more sides to every round: ONNX Runtime on the graph scripts/minilm_onnx.py
+# writes from the same weights, fp32 and int8 (pinned onnx and onnxruntime from PyPI into the same
+# venv), with their ratios to PyTorch, int8 against ORT's fp32, and the cosine of the int8 vectors
+# to ours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 index=${1:?usage: bench-embed.sh INDEX [OUT]}
@@ -28,6 +33,9 @@ ours=$bin/examples/embed_throughput
 sql=$bin/flexstruct-sql
 torch_pin="torch==2.15.0"
 st_pin="sentence-transformers==6.2.0"
+onnx_pins=("onnx==1.23.2" "onnxruntime==1.32.0" "safetensors==0.8.0")
+onnx=${ONNX:-0}
+runtime=${RUNTIME:-candle}
 for set in $sets; do
   case $set in
     generated | hyperedges | entities | chunks) ;;
@@ -43,6 +51,15 @@ if ! "$venv/bin/python" -c "import torch, sentence_transformers" 2>/dev/null; th
   "$venv/bin/python" -m pip install --quiet "$torch_pin" "$st_pin"
 fi
 versions=$("$venv/bin/python" -c "import torch, sentence_transformers as s; print(f'torch {torch.__version__}, sentence-transformers {s.__version__}')")
+if [ "$onnx" = 1 ]; then
+  if ! "$venv/bin/python" -c "import onnx, onnxruntime, safetensors" 2>/dev/null; then
+    echo "bench-embed: installing ${onnx_pins[*]} into $venv (PyPI)"
+    "$venv/bin/python" -m pip install --quiet "${onnx_pins[@]}"
+  fi
+  "$venv/bin/python" scripts/minilm_onnx.py "$model" "$out/onnx" --int8 2>&1 | grep -v 'pre-processing before quantization'
+  ln -sf model.onnx "$out/onnx/model-fp32.onnx"
+  ort_version=$("$venv/bin/python" -c "import onnxruntime; print(f'; ORT = ONNX Runtime {onnxruntime.__version__} on scripts/minilm_onnx.py graphs (batch 32)')")
+fi
 
 # The texts, the same files for both sides.
 "$ours" generate "$generated" > "$out/generated.jsonl"
@@ -70,32 +87,54 @@ versions=$("$venv/bin/python" -c "import torch, sentence_transformers as s; prin
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 rate() { python3 -c "import json, sys; r = json.loads(sys.stdin.read()); print(r['texts'] / r['seconds'])"; }
 
-{
-  echo "| texts | n | threads | ours texts/s (rounds) | PyTorch texts/s (rounds) | ours / PyTorch | cosine ours–PyTorch (min / mean) |"
-  echo "|---|---:|---:|---|---|---:|---|"
-} | tee "$out/bench-embed.md"
+if [ "$onnx" = 1 ]; then
+  {
+    echo "| texts | n | threads | ours texts/s (rounds) | PyTorch texts/s (rounds) | ours / PyTorch | cosine ours–PyTorch (min / mean) | ORT fp32 texts/s (rounds) | ORT int8 texts/s (rounds) | ORT fp32 / PyTorch | int8 / PyTorch | int8 / ORT fp32 | cosine ORT fp32–ours (min) | cosine int8–ours (min / mean) |"
+    echo "|---|---:|---:|---|---|---:|---|---|---|---:|---:|---:|---|---|"
+  } | tee "$out/bench-embed.md"
+else
+  {
+    echo "| texts | n | threads | ours texts/s (rounds) | PyTorch texts/s (rounds) | ours / PyTorch | cosine ours–PyTorch (min / mean) |"
+    echo "|---|---:|---:|---|---|---:|---|"
+  } | tee "$out/bench-embed.md"
+fi
 json="["
 for set in $sets; do
   n=$(wc -l < "$out/$set.jsonl")
   for threads in $thread_counts; do
-    ours_rates=(); torch_rates=()
+    ours_rates=(); torch_rates=(); fp32_rates=(); int8_rates=()
     for ((r = 1; r <= rounds; r++)); do
-      ours_rates+=("$(RAYON_NUM_THREADS=$threads CANDLE_NUM_THREADS=1 "$ours" time "$out/$set.jsonl" 64 "$out/ours.f32" | rate)")
+      ours_rates+=("$(RAYON_NUM_THREADS=$threads CANDLE_NUM_THREADS=1 FLEXSTRUCT_EMBED__RUNTIME=$runtime "$ours" time "$out/$set.jsonl" 64 "$out/ours.f32" | rate)")
       torch_rates+=("$("$venv/bin/python" scripts/bench_embed.py time "$model" "$out/$set.jsonl" "$threads" 32 "$out/torch.f32" | rate)")
+      if [ "$onnx" = 1 ]; then
+        for precision in fp32 int8; do
+          r_=$("$venv/bin/python" scripts/bench_embed.py time-onnx "$model" "$out/onnx/model-$precision.onnx" "$out/$set.jsonl" "$threads" 32 "$out/ort-$precision.f32" | rate)
+          if [ $precision = fp32 ]; then fp32_rates+=("$r_"); else int8_rates+=("$r_"); fi
+        done
+      fi
     done
     o=$(printf '%s\n' "${ours_rates[@]}" | median)
     t=$(printf '%s\n' "${torch_rates[@]}" | median)
-    cosine=$("$venv/bin/python" -c "
+    cosine() {
+      "$venv/bin/python" -c "
 import numpy as np
-a = np.fromfile('$out/ours.f32', '<f4').reshape(-1, 384); b = np.fromfile('$out/torch.f32', '<f4').reshape(-1, 384)
+a = np.fromfile('$1', '<f4').reshape(-1, 384); b = np.fromfile('$2', '<f4').reshape(-1, 384)
 c = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
-print(f'{c.min():.6f} / {c.mean():.6f}')")
+print(f'{c.min():.6f} / {c.mean():.6f}')"
+    }
     fmt() { printf '%s\n' "$@" | awk '{printf "%s%.0f", (NR > 1 ? ", " : ""), $1}'; }
-    ratio=$(python3 -c "print(f'{$o / $t:.2f}')")
-    line="| $set | $n | $threads | $(printf '%.0f' "$o") ($(fmt "${ours_rates[@]}")) | $(printf '%.0f' "$t") ($(fmt "${torch_rates[@]}")) | ${ratio}× | $cosine |"
+    ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+    line="| $set | $n | $threads | $(printf '%.0f' "$o") ($(fmt "${ours_rates[@]}")) | $(printf '%.0f' "$t") ($(fmt "${torch_rates[@]}")) | $(ratio "$o" "$t")× | $(cosine "$out/ours.f32" "$out/torch.f32") |"
+    record="{\"texts\":\"$set\",\"n\":$n,\"threads\":$threads,\"ours\":$o,\"pytorch\":$t,\"ratio\":$(ratio "$o" "$t")"
+    if [ "$onnx" = 1 ]; then
+      f=$(printf '%s\n' "${fp32_rates[@]}" | median)
+      i=$(printf '%s\n' "${int8_rates[@]}" | median)
+      line+=" $(printf '%.0f' "$f") ($(fmt "${fp32_rates[@]}")) | $(printf '%.0f' "$i") ($(fmt "${int8_rates[@]}")) | $(ratio "$f" "$t")× | $(ratio "$i" "$t")× | $(ratio "$i" "$f")× | $(cosine "$out/ours.f32" "$out/ort-fp32.f32" | cut -d' ' -f1) | $(cosine "$out/ours.f32" "$out/ort-int8.f32") |"
+      record+=",\"ort_fp32\":$f,\"ort_int8\":$i"
+    fi
     echo "$line" | tee -a "$out/bench-embed.md"
-    json+="{\"texts\":\"$set\",\"n\":$n,\"threads\":$threads,\"ours\":$o,\"pytorch\":$t,\"ratio\":$ratio},"
+    json+="$record},"
   done
 done
 echo "${json%,}]" > "$out/bench-embed.json"
-echo "bench-embed: ours = flexstruct's MiniLM (batch 64, $bin); PyTorch = $versions (batch 32, its default); $rounds rounds, median; $out/bench-embed.md"
+echo "bench-embed: ours = flexstruct's MiniLM (runtime $runtime, batch 64, $bin); PyTorch = $versions (batch 32, its default)${ort_version:-}; $rounds rounds, median; $out/bench-embed.md"

@@ -8,6 +8,11 @@ time MODEL_DIR TEXTS.jsonl THREADS BATCH [VECTORS.f32]
     THREADS threads, and prints `{"texts": n, "seconds": s}`; given a path, it writes the timed
     run's vectors there as little-endian f32, row after row (ours writes the same layout).
 
+time-onnx MODEL_DIR MODEL.onnx TEXTS.jsonl THREADS BATCH [VECTORS.f32]
+    The same with ONNX Runtime on a graph of scripts/minilm_onnx.py (fp32 or int8): the model
+    folder's tokenizer at its 256-token limit, texts sorted by length and padded per batch as
+    sentence-transformers does, THREADS intra-op threads.
+
 tokens MODEL_DIR UNITS.jsonl
     What each kind of unit costs to embed: per `unit` of the file's `{"unit", "text"}` lines, the
     texts, the distinct texts, MiniLM's tokens at its 256-token limit ([CLS] and [SEP] included),
@@ -33,6 +38,45 @@ def time_side(model_dir, path, threads, batch, vectors_out=None):
         started = time.perf_counter()
         vectors = model.encode(texts, batch_size=batch, normalize_embeddings=True)
         seconds = time.perf_counter() - started
+    if vectors_out:
+        vectors.astype("<f4").tofile(vectors_out)
+    print(json.dumps({"texts": len(texts), "seconds": seconds}))
+
+
+def time_onnx(model_dir, onnx_path, path, threads, batch, vectors_out=None):
+    import numpy as np
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(f"{model_dir}/tokenizer.json")
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=256)
+    with open(path, encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for line in f if line.strip()]
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
+
+    def encode(texts):
+        ids = [e.ids for e in tokenizer.encode_batch(texts)]
+        order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
+        vectors = np.zeros((len(ids), 384), np.float32)
+        for start in range(0, len(order), batch):
+            rows = order[start : start + batch]
+            width = max(len(ids[i]) for i in rows)
+            input_ids = np.zeros((len(rows), width), np.int64)
+            mask = np.zeros((len(rows), width), np.int64)
+            for r, i in enumerate(rows):
+                input_ids[r, : len(ids[i])] = ids[i]
+                mask[r, : len(ids[i])] = 1
+            vectors[rows] = session.run(None, {"input_ids": input_ids, "attention_mask": mask})[0]
+        return vectors
+
+    encode(texts[: max(64, len(texts) // 10)])
+    started = time.perf_counter()
+    vectors = encode(texts)
+    seconds = time.perf_counter() - started
     if vectors_out:
         vectors.astype("<f4").tofile(vectors_out)
     print(json.dumps({"texts": len(texts), "seconds": seconds}))
@@ -78,7 +122,9 @@ if __name__ == "__main__":
     command, args = sys.argv[1], sys.argv[2:]
     if command == "time":
         time_side(args[0], args[1], int(args[2]), int(args[3]), args[4] if len(args) > 4 else None)
+    elif command == "time-onnx":
+        time_onnx(args[0], args[1], args[2], int(args[3]), int(args[4]), args[5] if len(args) > 5 else None)
     elif command == "tokens":
         tokens(args[0], args[1])
     else:
-        sys.exit(f"unknown command {command}: time or tokens")
+        sys.exit(f"unknown command {command}: time, time-onnx or tokens")

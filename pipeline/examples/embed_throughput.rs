@@ -9,6 +9,9 @@
 //! - `embed_throughput time TEXTS.jsonl [BATCH [VECTORS.f32]]` embeds the first tenth (at least
 //!   64) of the file's texts to warm up, then all of them timed, and prints `{"texts": n, "seconds": s}`; given a path, it writes
 //!   the vectors there as little-endian f32, row after row.
+//!
+//! `FLEXSTRUCT_EMBED__RUNTIME=onnx` runs the model in ONNX Runtime (`make onnx` first) instead of
+//! our candle encoder, as the stages do with that setting.
 #![allow(clippy::unwrap_used)]
 
 #[global_allocator]
@@ -16,9 +19,19 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::time::Instant;
 
-use flexstruct_pipeline::models::{Embedder, MiniLm};
+use flexstruct_pipeline::models::{EmbedConfig, Embedder, MiniLm};
 
 const MODEL: &str = "data/models/all-MiniLM-L6-v2";
+
+/// MiniLM on the runtime `FLEXSTRUCT_EMBED__RUNTIME` names (candle unless `onnx`).
+fn load(batch: usize) -> MiniLm {
+    let config = EmbedConfig::default();
+    match std::env::var("FLEXSTRUCT_EMBED__RUNTIME").as_deref() {
+        Ok("onnx") => MiniLm::load_onnx(std::path::Path::new(MODEL), batch, &config.onnx_library).unwrap(),
+        Ok("candle") | Err(_) => MiniLm::load(std::path::Path::new(MODEL), batch).unwrap(),
+        Ok(other) => panic!("FLEXSTRUCT_EMBED__RUNTIME={other}: candle or onnx"),
+    }
+}
 
 /// The design notes' workload: N sentences of 30 words drawn in a fixed pattern.
 fn generated(n: usize) -> Vec<String> {
@@ -74,7 +87,7 @@ fn main() {
         Some("time") => {
             let texts = read_field(&args[1], "text");
             let batch = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(64);
-            let model = MiniLm::load(std::path::Path::new(MODEL), batch).unwrap();
+            let model = load(batch);
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
             model.embed(&refs[..refs.len().min(64.max(refs.len() / 10))]).unwrap();
             let started = Instant::now();
@@ -99,7 +112,7 @@ fn throughput(args: &[String]) {
     };
     let n = sentences.len();
     let texts: Vec<&str> = sentences.iter().map(String::as_str).collect();
-    let model = MiniLm::load(std::path::Path::new(MODEL), batch).unwrap();
+    let model = load(batch);
     let started = Instant::now();
     model.embed(&texts).unwrap();
     let cold = started.elapsed().as_secs_f64();

@@ -166,6 +166,12 @@ pub fn hint(error: &anyhow::Error) -> Option<String> {
                         "query with the index's model (embed.model), or re-run `make embed merge` with the configured one"
                     }
                 },
+                Error::ModelMissing { path, .. }
+                    if path.extension().is_some_and(|e| e == "onnx")
+                        || path.file_name().is_some_and(|f| f.to_string_lossy().starts_with("libonnxruntime")) =>
+                {
+                    "run `make onnx` to fetch ONNX Runtime and write MiniLM's graph (embed.runtime = \"onnx\")"
+                }
                 Error::ModelMissing { .. } => "run `make model` to fetch and verify all-MiniLM-L6-v2",
                 Error::Schema(SchemaError::Version { .. }) => {
                     "the table was written by another version of flexstruct: rerun the stage that writes it (make <stage>)"

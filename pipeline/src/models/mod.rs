@@ -1,5 +1,5 @@
 //! Embedding models: the [`Embedder`] trait, all-MiniLM-L6-v2 in process ([`minilm`], our own
-//! BERT encoder over candle in `bert.rs`), an OpenAI-compatible `/v1/embeddings` endpoint
+//! BERT encoder over candle in `bert.rs`, or ONNX Runtime), an OpenAI-compatible `/v1/embeddings` endpoint
 //! ([`remote`]), and feature hashing for fast tests ([`hashing`]). Which one runs is the
 //! `[embed]` section ([`EmbedConfig`], [`embedder_for`]).
 
@@ -42,6 +42,14 @@ pub struct EmbedConfig {
     pub model: String,
     /// Folder of the MiniLM files (`make model` fills it).
     pub model_dir: std::path::PathBuf,
+    /// What runs MiniLM in process: `candle` (our BERT encoder, the default) or `onnx` (ONNX
+    /// Runtime on the graph `make onnx` writes into `model_dir` from the same weights; vectors
+    /// agree with candle's to 10⁻⁶). Either gives the same model name, so indexes and questions
+    /// may mix them.
+    pub runtime: Runtime,
+    /// ONNX Runtime's shared library, loaded when `runtime = "onnx"` (`make onnx` fetches it from
+    /// the onnxruntime wheel on PyPI). One library per process: the first one loaded stays.
+    pub onnx_library: std::path::PathBuf,
     /// Texts per forward pass (or per request to an endpoint).
     pub batch_size: usize,
     /// An OpenAI-compatible endpoint (`…/v1`) serving `model` on `/embeddings`; empty: the
@@ -64,6 +72,8 @@ impl Default for EmbedConfig {
         EmbedConfig {
             model: "all-MiniLM-L6-v2".into(),
             model_dir: "data/models/all-MiniLM-L6-v2".into(),
+            runtime: Runtime::Candle,
+            onnx_library: "data/models/onnxruntime/libonnxruntime.so".into(),
             batch_size: 64,
             base_url: String::new(),
             api_key_env: "OPENAI_API_KEY".into(),
@@ -98,6 +108,16 @@ impl EmbedConfig {
     }
 }
 
+/// The engine that runs MiniLM in process (`embed.runtime`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Runtime {
+    /// Our BERT encoder over candle (`bert.rs`).
+    Candle,
+    /// ONNX Runtime, loaded at run time from `embed.onnx_library`.
+    Onnx,
+}
+
 /// Turns a candle error into ours, saying what was being done.
 fn candle_error(what: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
     move |e| Error::Model { model: MINILM.into(), what: what.into(), source: Box::new(e) }
@@ -115,7 +135,10 @@ pub fn embedder_for(config: &EmbedConfig, index_root: &std::path::Path) -> Resul
         return Ok(Box::new(HashingEmbedder::new(dim)));
     }
     if config.model == MINILM {
-        return Ok(Box::new(MiniLm::load(&config.model_dir, config.batch_size)?));
+        return Ok(Box::new(match config.runtime {
+            Runtime::Candle => MiniLm::load(&config.model_dir, config.batch_size)?,
+            Runtime::Onnx => MiniLm::load_onnx(&config.model_dir, config.batch_size, &config.onnx_library)?,
+        }));
     }
     Err(Error::config(
         "embed.model",

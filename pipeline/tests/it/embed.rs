@@ -61,3 +61,50 @@ fn batching_does_not_change_vectors() {
     assert!(matches!(missing, flexstruct_pipeline::Error::ModelMissing { .. }), "{missing}");
     assert!(missing.to_string().contains("model/config.json is missing"), "{missing}");
 }
+
+/// ONNX Runtime's library where `make onnx` puts it (make test runs it).
+fn onnx_library() -> PathBuf {
+    let library = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/models/onnxruntime/libonnxruntime.so");
+    assert!(library.is_file(), "ONNX Runtime is missing: run `make onnx` (make test does)");
+    library
+}
+
+#[test]
+fn onnx_runtime_matches_the_reference_and_candle() {
+    let (reference, candle, from_candle) = embed_reference(4);
+    let onnx = MiniLm::load_onnx(&model_dir(), 4, &onnx_library()).unwrap();
+    let texts: Vec<&str> = reference.sentences.iter().map(String::as_str).collect();
+    let vectors = onnx.embed(&texts).unwrap();
+    assert_eq!(vectors.len(), texts.len());
+    let (mut to_reference, mut to_candle) = (0f64, 0f32);
+    for ((got, want), c) in vectors.iter().zip(&reference.vectors).zip(&from_candle) {
+        assert_eq!(got.len(), 384);
+        for ((g, w), c) in got.iter().zip(want).zip(c) {
+            to_reference = to_reference.max((f64::from(*g) - w).abs());
+            to_candle = to_candle.max((g - c).abs());
+        }
+    }
+    assert!(to_reference <= 1e-6, "ONNX Runtime against the reference: max abs difference {to_reference}");
+    assert!(to_candle <= 1e-6, "ONNX Runtime against candle: max abs difference {to_candle}");
+    // The same model name either way: an index may be embedded by one and queried by the other.
+    assert_eq!(onnx.model(), candle.model());
+    // One at a time (the single-batch path) gives the same vectors as batched.
+    let alone = onnx.embed(&texts[..1]).unwrap();
+    let diff = alone[0].iter().zip(&vectors[0]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(diff < 1e-5, "{diff}");
+    assert!(onnx.embed(&[]).unwrap().is_empty());
+}
+
+#[test]
+fn onnx_files_that_are_missing_are_named() {
+    let empty = tempfile::tempdir().unwrap();
+    // A model folder without the graph (the weights' own files copied in).
+    for name in ["config.json", "tokenizer.json", "sentence_bert_config.json"] {
+        std::fs::copy(model_dir().join(name), empty.path().join(name)).unwrap();
+    }
+    let no_graph = MiniLm::load_onnx(empty.path(), 8, &onnx_library()).unwrap_err();
+    assert!(matches!(no_graph, flexstruct_pipeline::Error::ModelMissing { .. }), "{no_graph}");
+    assert!(no_graph.to_string().ends_with("model.onnx is missing"), "{no_graph}");
+    let no_library = MiniLm::load_onnx(&model_dir(), 8, &empty.path().join("libonnxruntime.so")).unwrap_err();
+    assert!(no_library.to_string().ends_with("libonnxruntime.so is missing"), "{no_library}");
+}

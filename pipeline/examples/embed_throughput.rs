@@ -10,8 +10,9 @@
 //!   64) of the file's texts to warm up, then all of them timed, and prints `{"texts": n, "seconds": s}`; given a path, it writes
 //!   the vectors there as little-endian f32, row after row.
 //!
-//! `FLEXSTRUCT_EMBED__RUNTIME=onnx` runs the model in ONNX Runtime (`make onnx` first) instead of
-//! our candle encoder, as the stages do with that setting.
+//! The model is the one the stages would run: the `[embed]` section with its
+//! `FLEXSTRUCT_EMBED__*` variables (`FLEXSTRUCT_EMBED__RUNTIME=onnx`: ONNX Runtime, `make onnx`
+//! first), at this run's batch size.
 #![allow(clippy::unwrap_used)]
 
 #[global_allocator]
@@ -19,18 +20,14 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::time::Instant;
 
-use flexstruct_pipeline::models::{EmbedConfig, Embedder, MiniLm};
+use flexstruct_pipeline::config::Config;
+use flexstruct_pipeline::models::{Embedder, embedder_for};
 
-const MODEL: &str = "data/models/all-MiniLM-L6-v2";
-
-/// MiniLM on the runtime `FLEXSTRUCT_EMBED__RUNTIME` names (candle unless `onnx`).
-fn load(batch: usize) -> MiniLm {
-    let config = EmbedConfig::default();
-    match std::env::var("FLEXSTRUCT_EMBED__RUNTIME").as_deref() {
-        Ok("onnx") => MiniLm::load_onnx(std::path::Path::new(MODEL), batch, &config.onnx_library).unwrap(),
-        Ok("candle") | Err(_) => MiniLm::load(std::path::Path::new(MODEL), batch).unwrap(),
-        Ok(other) => panic!("FLEXSTRUCT_EMBED__RUNTIME={other}: candle or onnx"),
-    }
+/// The configured embedder (`[embed]` and its environment variables) with `batch` texts a batch.
+fn load(batch: usize) -> Box<dyn Embedder> {
+    let mut embed = Config::load(None).expect("config").embed;
+    embed.batch_size = batch;
+    embedder_for(&embed, std::path::Path::new(".")).unwrap()
 }
 
 /// The design notes' workload: N sentences of 30 words drawn in a fixed pattern.

@@ -133,7 +133,7 @@ bench: build model ## Time every stage and a question batch per mode on QA=<set>
 
 FACTORS      ?= 1 4 16
 SHARD_COUNTS ?= 1 2 4
-bench-scale: build ## Build QA's corpus × FACTORS (renamed copies, in a temporary folder) with SHARD_COUNTS concurrent shards per stage: wall time and peak RSS per stage, files and bytes per table (EMBED_MODEL=hashing-64 unless set; TASK=k: only task k of each stage, no merge)
+bench-scale: build model ## Build QA's corpus × FACTORS (renamed copies, in a temporary folder) with SHARD_COUNTS concurrent shards per stage: wall time and peak RSS per stage, files and bytes per table (EMBED_MODEL=hashing-64 unless set; TASK=k: only task k of each stage, no merge)
 	scripts/bench-scale.sh $(QA)/corpus.jsonl "$(FACTORS)" "$(SHARD_COUNTS)" $(BIN)
 
 bench-embed: build model ## MiniLM texts/s, ours against PyTorch + sentence-transformers (pinned, from PyPI into BENCH_VENV=data/venv/bench-embed) on the same texts: generated sentences and INDEX's kb texts (SETS= a subset), 1 and 2 threads (THREADS=), ROUNDS=3 alternating, medians and ratios → OUT (RUNTIME=onnx: ours through ONNX Runtime; ONNX=1: ONNX Runtime fp32 and int8 in Python beside them)

@@ -58,10 +58,8 @@ for factor in $factors; do
       printf '| %s | %s | %s | %s | %s | %.1f | %d |\n' "$factor" "$docs" "$mb" "$label" "$stage" "$wall" $((rss / 1024))
     done
     printf '| %s | %s | %s | %s | **all** | %.1f | |\n' "$factor" "$docs" "$mb" "$label" "$total"
-    if [ -n "${TASK:-}" ]; then
-      "$bin/flexstruct-sql" --index "$index" --format csv \
-        "SELECT unit, count(*) AS embedded FROM embeddings GROUP BY unit ORDER BY unit"
-    fi
+    "$bin/flexstruct-sql" --index "$index" --format csv \
+      "SELECT unit, count(*) AS embedded FROM embeddings GROUP BY unit ORDER BY unit"
     if [ -z "${TASK:-}" ] && [ "$n" = "$(echo "$shard_counts" | awk '{ print $NF }')" ]; then
       echo ""
       echo "files and bytes per table (factor $factor):"

@@ -929,6 +929,11 @@ fn as_asked(asked: &Asked, question: &str, span: &str) -> String {
             .rfind(|w| w.len() == 4 && w.chars().all(|c| c.is_ascii_digit()))
             .unwrap_or(span)
             .to_owned(),
+        // A compound nationality's first part, the origin (`Austrian-American` → `Austrian`).
+        Asked::Nationality => match span.split_once('-') {
+            Some((first, _)) if is_demonym(first) => first.to_owned(),
+            _ => span.to_owned(),
+        },
         Asked::Number => {
             let asked_words: HashSet<String> = lower_words(&q).into_iter().collect();
             let mut end = span.len();
@@ -1066,7 +1071,20 @@ fn typed_spans(asked: &Asked, sentence: &str, found: &[Mention], lives: &[LifeSp
         for cue in CAUSE_CUES {
             if let Some(i) = lower.find(cue) {
                 let start = i + cue.len();
-                let end = sentence[start..].find([',', '.', ';', '(']).map_or(sentence.len(), |e| start + e);
+                let clause_end = sentence[start..].find([',', '.', ';', '(']).map_or(sentence.len(), |e| start + e);
+                // Without when or at what age (`tuberculosis in 1917`, `a stroke at the age of 80`).
+                let clause = &sentence[start..clause_end];
+                let dated = |rest: &str| {
+                    let word = rest.split_whitespace().next().unwrap_or_default().to_lowercase();
+                    rest.starts_with(|c: char| c.is_ascii_digit()) || MONTHS.contains(&word.as_str())
+                };
+                let when = clause.match_indices(" in ").find(|&(i, _)| dated(&clause[i + 4..])).map(|(i, _)| i);
+                let end = [" at the age", " at age", " on "]
+                    .iter()
+                    .filter_map(|p| clause.find(p))
+                    .chain(when)
+                    .fold(clause.len(), usize::min)
+                    + start;
                 if end > start {
                     out.push((start, end));
                 }
@@ -1374,8 +1392,18 @@ mod tests {
         assert_eq!(short_answer("How many pupils visited it?", &[], &s).unwrap().text, "3,870");
         let s = sentences(&["The compact defines 3 tiers of water rights."]);
         assert_eq!(short_answer("How many tiers does the compact define?", &[], &s).unwrap().text, "3");
+        // A cause without when or at what age it struck.
         let s = sentences(&["He died of a heart attack in 1990."]);
-        assert_eq!(short_answer("Why did he die?", &[], &s).unwrap().text, "a heart attack in 1990");
+        assert_eq!(short_answer("Why did he die?", &[], &s).unwrap().text, "a heart attack");
+        let s = sentences(&["She died of tuberculosis in March 1917."]);
+        assert_eq!(short_answer("Why did she die?", &[], &s).unwrap().text, "tuberculosis");
+        let s = sentences(&["He died from a stroke at the age of 80."]);
+        assert_eq!(short_answer("Why did he die?", &[], &s).unwrap().text, "a stroke");
+        let s = sentences(&["He died of injuries sustained in battle."]);
+        assert_eq!(short_answer("Why did he die?", &[], &s).unwrap().text, "injuries sustained in battle");
+        // A compound nationality: its first part, the origin.
+        let s = sentences(&["Ilse Varga (1901–1970) was an Austrian-American composer."]);
+        assert_eq!(short_answer("What nationality is Ilse Varga?", &[], &s).unwrap().text, "Austrian");
         // A span the question already holds is not an answer.
         let s = sentences(&["Rafael Ortiz chaired the talks."]);
         assert!(short_answer("Who did Rafael Ortiz meet?", &[], &s).is_none());

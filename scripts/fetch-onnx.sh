@@ -5,9 +5,14 @@
 # - the MiniLM graph, written by scripts/minilm_onnx.py from the verified safetensors weights into
 #   data/models/all-MiniLM-L6-v2/model.onnx, in a virtual environment with pinned onnx, numpy and
 #   safetensors (ONNX_VENV, default data/venv/onnx; kept for reruns).
-# Does nothing when both are there and verify.
+# Does nothing when both are there and verify. The pinned wheel is Linux x86-64's: elsewhere it
+# says so and fetches nothing, and embed.runtime = "auto" runs MiniLM in candle (the same vectors).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "$(uname -sm)" != "Linux x86_64" ]; then
+  echo "onnx: the pinned ONNX Runtime is for Linux x86_64, not $(uname -sm): skipped (embed.runtime = \"auto\" runs candle)"
+  exit 0
+fi
 lib_dir=data/models/onnxruntime
 lib=$lib_dir/libonnxruntime.so
 model=data/models/all-MiniLM-L6-v2

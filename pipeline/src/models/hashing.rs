@@ -25,6 +25,10 @@ impl Embedder for HashingEmbedder {
         &self.name
     }
 
+    fn engine(&self) -> &'static str {
+        "hashing"
+    }
+
     fn dim(&self) -> usize {
         self.dim
     }

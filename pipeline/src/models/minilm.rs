@@ -234,6 +234,13 @@ impl Embedder for MiniLm {
         MINILM
     }
 
+    fn engine(&self) -> &'static str {
+        match self.encoder {
+            Encoder::Candle(..) => "candle",
+            Encoder::Onnx(_) => "onnx",
+        }
+    }
+
     fn dim(&self) -> usize {
         MINILM_DIM
     }

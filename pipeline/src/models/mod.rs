@@ -23,6 +23,9 @@ use crate::io::CallRecord;
 pub trait Embedder: Send + Sync {
     /// Model name stored with every vector.
     fn model(&self) -> &str;
+    /// What computes the vectors (`candle` or `onnx` for MiniLM in process, `endpoint`,
+    /// `hashing`), reported by the embed stage; vectors do not depend on it beyond rounding.
+    fn engine(&self) -> &'static str;
     /// Vector dimension.
     fn dim(&self) -> usize;
     /// One vector per text, in order.
@@ -42,10 +45,11 @@ pub struct EmbedConfig {
     pub model: String,
     /// Folder of the MiniLM files (`make model` fills it).
     pub model_dir: std::path::PathBuf,
-    /// What runs MiniLM in process: `candle` (our BERT encoder, the default) or `onnx` (ONNX
-    /// Runtime on the graph `make onnx` writes into `model_dir` from the same weights; vectors
-    /// agree with candle's to 10⁻⁶). Either gives the same model name, so indexes and questions
-    /// may mix them.
+    /// What runs MiniLM in process: `auto` (the default: ONNX Runtime when `make onnx` has put
+    /// its library and MiniLM's graph in place, candle otherwise), `candle` (our BERT encoder) or
+    /// `onnx` (ONNX Runtime on the graph `make onnx` writes into `model_dir` from the same
+    /// weights, an error when its files are missing). Vectors agree to 10⁻⁶ and either gives the
+    /// same model name, so indexes and questions may mix them.
     pub runtime: Runtime,
     /// ONNX Runtime's shared library, loaded when `runtime = "onnx"` (`make onnx` fetches it from
     /// the onnxruntime wheel on PyPI). One library per process: the first one loaded stays.
@@ -72,7 +76,7 @@ impl Default for EmbedConfig {
         EmbedConfig {
             model: "all-MiniLM-L6-v2".into(),
             model_dir: "data/models/all-MiniLM-L6-v2".into(),
-            runtime: Runtime::Candle,
+            runtime: Runtime::Auto,
             onnx_library: "data/models/onnxruntime/libonnxruntime.so".into(),
             batch_size: 64,
             base_url: String::new(),
@@ -106,12 +110,26 @@ impl EmbedConfig {
         }
         Ok(())
     }
+
+    /// The engine `runtime` names, `auto` settled: ONNX Runtime when both its library and
+    /// MiniLM's graph are files, candle otherwise.
+    pub fn resolved_runtime(&self) -> Runtime {
+        match self.runtime {
+            Runtime::Auto if self.onnx_library.is_file() && self.model_dir.join(minilm::ONNX_GRAPH).is_file() => {
+                Runtime::Onnx
+            }
+            Runtime::Auto => Runtime::Candle,
+            named => named,
+        }
+    }
 }
 
 /// The engine that runs MiniLM in process (`embed.runtime`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Runtime {
+    /// ONNX Runtime when its library and MiniLM's graph are both present, candle otherwise.
+    Auto,
     /// Our BERT encoder over candle (`bert.rs`).
     Candle,
     /// ONNX Runtime, loaded at run time from `embed.onnx_library`.
@@ -135,9 +153,9 @@ pub fn embedder_for(config: &EmbedConfig, index_root: &std::path::Path) -> Resul
         return Ok(Box::new(HashingEmbedder::new(dim)));
     }
     if config.model == MINILM {
-        return Ok(Box::new(match config.runtime {
-            Runtime::Candle => MiniLm::load(&config.model_dir, config.batch_size)?,
+        return Ok(Box::new(match config.resolved_runtime() {
             Runtime::Onnx => MiniLm::load_onnx(&config.model_dir, config.batch_size, &config.onnx_library)?,
+            Runtime::Candle | Runtime::Auto => MiniLm::load(&config.model_dir, config.batch_size)?,
         }));
     }
     Err(Error::config(
@@ -154,5 +172,34 @@ pub fn normalise(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 0.0 {
         v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_runs_onnx_only_when_both_of_its_files_are_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = EmbedConfig {
+            model_dir: dir.path().join("model"),
+            onnx_library: dir.path().join("libonnxruntime.so"),
+            ..EmbedConfig::default()
+        };
+        assert_eq!(config.runtime, Runtime::Auto);
+        std::fs::create_dir(&config.model_dir).unwrap();
+        assert_eq!(config.resolved_runtime(), Runtime::Candle);
+        std::fs::write(&config.onnx_library, b"").unwrap();
+        assert_eq!(config.resolved_runtime(), Runtime::Candle, "the graph is still missing");
+        std::fs::write(config.model_dir.join(minilm::ONNX_GRAPH), b"").unwrap();
+        assert_eq!(config.resolved_runtime(), Runtime::Onnx);
+        // A runtime named outright is taken as it is.
+        let candle = EmbedConfig { runtime: Runtime::Candle, ..config.clone() };
+        assert_eq!(candle.resolved_runtime(), Runtime::Candle);
+        std::fs::remove_file(&config.onnx_library).unwrap();
+        assert_eq!(config.resolved_runtime(), Runtime::Candle);
+        let onnx = EmbedConfig { runtime: Runtime::Onnx, ..config };
+        assert_eq!(onnx.resolved_runtime(), Runtime::Onnx, "named: its missing file is an error at load");
     }
 }

@@ -48,6 +48,10 @@ impl Embedder for RemoteEmbedder {
         self.runner.client().model()
     }
 
+    fn engine(&self) -> &'static str {
+        "endpoint"
+    }
+
     fn dim(&self) -> usize {
         self.dim
     }

@@ -63,6 +63,7 @@ fn batching_does_not_change_vectors() {
 }
 
 /// ONNX Runtime's library where `make onnx` puts it (make test runs it).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 fn onnx_library() -> PathBuf {
     let library = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/models/onnxruntime/libonnxruntime.so");
     assert!(library.is_file(), "ONNX Runtime is missing: run `make onnx` (make test does)");
@@ -70,6 +71,7 @@ fn onnx_library() -> PathBuf {
 }
 
 #[test]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))] // the pinned wheel `make onnx` fetches
 fn onnx_runtime_matches_the_reference_and_candle() {
     let (reference, candle, from_candle) = embed_reference(4);
     let onnx = MiniLm::load_onnx(&model_dir(), 4, &onnx_library()).unwrap();
@@ -88,6 +90,7 @@ fn onnx_runtime_matches_the_reference_and_candle() {
     assert!(to_candle <= 1e-6, "ONNX Runtime against candle: max abs difference {to_candle}");
     // The same model name either way: an index may be embedded by one and queried by the other.
     assert_eq!(onnx.model(), candle.model());
+    assert_eq!((onnx.engine(), candle.engine()), ("onnx", "candle"));
     // One at a time (the single-batch path) gives the same vectors as batched.
     let alone = onnx.embed(&texts[..1]).unwrap();
     let diff = alone[0].iter().zip(&vectors[0]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
@@ -96,6 +99,7 @@ fn onnx_runtime_matches_the_reference_and_candle() {
 }
 
 #[test]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))] // the pinned wheel `make onnx` fetches
 fn onnx_files_that_are_missing_are_named() {
     let empty = tempfile::tempdir().unwrap();
     // A model folder without the graph (the weights' own files copied in).

@@ -33,6 +33,8 @@ const VERSION: &str = "1";
 pub struct EmbedDetails {
     /// The embedding model.
     pub model: String,
+    /// What computed the vectors ([`Embedder::engine`]: with MiniLM, `embed.runtime` settled).
+    pub engine: String,
     /// Units embedded in this run.
     pub embedded: u64,
     /// Units whose vector was reused (same model, same input text).
@@ -73,6 +75,7 @@ pub fn run(ctx: &RunContext<'_>, embedder: &dyn Embedder, summary_words: usize) 
     })?;
     let details = EmbedDetails {
         model: embedder.model().to_owned(),
+        engine: embedder.engine().to_owned(),
         embedded: embedded.into_inner(),
         reused: reused.into_inner(),
         identical: identical.into_inner(),
@@ -319,6 +322,9 @@ mod tests {
     impl Embedder for Counting {
         fn model(&self) -> &str {
             self.0.model()
+        }
+        fn engine(&self) -> &'static str {
+            self.0.engine()
         }
         fn dim(&self) -> usize {
             self.0.dim()

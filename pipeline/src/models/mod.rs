@@ -51,8 +51,9 @@ pub struct EmbedConfig {
     /// weights, an error when its files are missing). Vectors agree to 10⁻⁶ and either gives the
     /// same model name, so indexes and questions may mix them.
     pub runtime: Runtime,
-    /// ONNX Runtime's shared library, loaded when `runtime = "onnx"` (`make onnx` fetches it from
-    /// the onnxruntime wheel on PyPI). One library per process: the first one loaded stays.
+    /// ONNX Runtime's shared library, loaded when `runtime` is `onnx`, or `auto` and it is here
+    /// (`make onnx` fetches it from the onnxruntime wheel on PyPI). One library per process: the
+    /// first one loaded stays.
     pub onnx_library: std::path::PathBuf,
     /// Texts per forward pass (or per request to an endpoint).
     pub batch_size: usize,

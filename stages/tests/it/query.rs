@@ -413,7 +413,8 @@ fn the_demo_answers_its_sample_questions() {
     // The default runtime, as `make demo` runs it: ONNX Runtime where `make onnx` could fetch it
     // (make test does), candle elsewhere.
     let engine = if cfg!(all(target_os = "linux", target_arch = "x86_64")) { "onnx" } else { "candle" };
-    assert!(runs[5].stderr.contains(&format!("embed:   engine: \"{engine}\"")), "{}", runs[5].stderr);
+    let embed = &runs[5]; // after ingest, chunk, extract, hypergraph and graph
+    assert!(embed.stderr.contains(&format!("embed:   engine: \"{engine}\"")), "{}", embed.stderr);
     let out_path = tmp.path().join("answers.jsonl");
     let questions = questions_file();
     let q = run_env(

@@ -7,8 +7,9 @@ int8 form for ONNX Runtime.
 writes OUT_DIR/model.onnx (the encoder, mean pooling over the attention mask and L2
 normalisation, exactly what the Rust embedder computes; `embed.runtime = "onnx"` runs it) and,
 with --int8, OUT_DIR/model-int8.onnx (the same graph with every weight product quantized by ONNX
-Runtime's dynamic quantization: 8-bit weights per output channel, 8-bit activations quantized per
-product at run time; `make bench-embed ONNX=1` measures it, nothing else uses it).
+Runtime's dynamic quantization: 8-bit weights per output channel, int8 with VNNI and uint8
+without, 8-bit activations quantized per product at run time; `make bench-embed ONNX=1`
+measures it, nothing else uses it).
 
 Inputs: `input_ids` and `attention_mask`, int64 [batch, tokens]; output: `sentence_embedding`,
 float32 [batch, 384]. The graph is built node by node from the model's config.json (no PyTorch,
@@ -117,22 +118,31 @@ def build(model_dir):
     return model
 
 
+def vnni():
+    """Whether this processor has 8-bit dot products that sum in 32 bits (AVX-512 VNNI or AVX-VNNI)."""
+    try:
+        flags = pathlib.Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+    return "avx512_vnni" in flags or "avx_vnni" in flags
+
+
 def quantize(fp32, int8):
     """Every weight product (the 36 MatMuls of the encoder) as ONNX Runtime's dynamic int8
-    product; the embedding lookups and the attention's activation products stay fp32. Weights
-    uint8 per output channel: on AVX2 without VNNI the int8-weight kernel sums pairs of products in
-    16 bits and saturates unless weights lose a bit (`reduce_range`), and of the variants measured
-    (BENCHMARKS.md, "int8 through ONNX Runtime") this one is closest to fp32."""
+    product; the embedding lookups and the attention's activation products stay fp32. Weights per
+    output channel, int8 where the processor has VNNI (its 8-bit products sum in 32 bits), uint8
+    otherwise: on AVX2 without VNNI the int8-weight kernel sums pairs of products in 16 bits and
+    saturates unless weights lose a bit (`reduce_range`), and of the variants measured there
+    (BENCHMARKS.md, "ONNX Runtime, and int8 on an AVX2 processor") uint8 is closest to fp32."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     model = onnx.load(str(fp32))
     weights = {i.name for i in model.graph.initializer}
     products = [n.name for n in model.graph.node if n.op_type == "MatMul" and any(i in weights for i in n.input)]
-    quantize_dynamic(
-        str(fp32), str(int8), per_channel=True, reduce_range=False, weight_type=QuantType.QUInt8, nodes_to_quantize=products
-    )
-    return len(products)
+    weight_type = QuantType.QInt8 if vnni() else QuantType.QUInt8
+    quantize_dynamic(str(fp32), str(int8), per_channel=True, reduce_range=False, weight_type=weight_type, nodes_to_quantize=products)
+    return len(products), weight_type.name
 
 
 def main():
@@ -146,8 +156,8 @@ def main():
     print(f"onnx: {fp32} written")
     if "--int8" in sys.argv[1:]:
         int8 = out_dir / "model-int8.onnx"
-        products = quantize(fp32, int8)
-        print(f"onnx: {int8} ({products} products in int8) written")
+        products, weight_type = quantize(fp32, int8)
+        print(f"onnx: {int8} ({products} products in int8, {weight_type} weights) written")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,24 @@ def time_side(model_dir, path, threads, batch, vectors_out=None):
     print(json.dumps({"texts": len(texts), "seconds": seconds}))
 
 
+def padded_batches(tokenizer, texts, batch):
+    """The texts as ONNX Runtime's inputs, as sentence-transformers batches them: sorted by
+    length, longest first, and padded per batch; yields (the texts' indexes, the inputs)."""
+    import numpy as np
+
+    ids = [e.ids for e in tokenizer.encode_batch(texts)]
+    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
+    for start in range(0, len(order), batch):
+        rows = order[start : start + batch]
+        width = max(len(ids[i]) for i in rows)
+        input_ids = np.zeros((len(rows), width), np.int64)
+        mask = np.zeros((len(rows), width), np.int64)
+        for r, i in enumerate(rows):
+            input_ids[r, : len(ids[i])] = ids[i]
+            mask[r, : len(ids[i])] = 1
+        yield rows, {"input_ids": input_ids, "attention_mask": mask}
+
+
 def time_onnx(model_dir, onnx_path, path, threads, batch, vectors_out=None):
     import numpy as np
     import onnxruntime as ort
@@ -59,18 +77,9 @@ def time_onnx(model_dir, onnx_path, path, threads, batch, vectors_out=None):
     session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
 
     def encode(texts):
-        ids = [e.ids for e in tokenizer.encode_batch(texts)]
-        order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
-        vectors = np.zeros((len(ids), 384), np.float32)
-        for start in range(0, len(order), batch):
-            rows = order[start : start + batch]
-            width = max(len(ids[i]) for i in rows)
-            input_ids = np.zeros((len(rows), width), np.int64)
-            mask = np.zeros((len(rows), width), np.int64)
-            for r, i in enumerate(rows):
-                input_ids[r, : len(ids[i])] = ids[i]
-                mask[r, : len(ids[i])] = 1
-            vectors[rows] = session.run(None, {"input_ids": input_ids, "attention_mask": mask})[0]
+        vectors = np.zeros((len(texts), 384), np.float32)
+        for rows, feed in padded_batches(tokenizer, texts, batch):
+            vectors[rows] = session.run(None, feed)[0]
         return vectors
 
     encode(texts[: max(64, len(texts) // 10)])

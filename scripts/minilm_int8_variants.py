@@ -22,9 +22,8 @@ graph of scripts/minilm_onnx.py:
 - blocks of 32, weights only: MatMulNBits with 8-bit weights in blocks of 32, products in fp32.
 
 ROUNDS (default 3) passes over the variants in turn, fp32 first and last in each (so its
-median is over twice as many runs), each timing
-one pass over a file's texts after a warm-up on a tenth of them (batch 32, sorted by length,
-padded per batch); prints a Markdown table of medians (with every round) and the cosine to
+median is over twice as many runs), each timing one pass over a file's texts after a warm-up on
+a tenth of them (batch 32, sorted by length, padded per batch); prints a Markdown table of medians (with every round) and the cosine to
 fp32 (min / mean over the texts). Needs numpy, onnx, onnxruntime, safetensors and tokenizers
 (`make bench-embed ONNX=1`'s venv has them).
 """
@@ -42,6 +41,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import bench_embed  # noqa: E402
 import minilm_onnx  # noqa: E402
 
 SETS = ("generated", "hyperedges", "entities", "chunks")
@@ -146,17 +146,7 @@ class Encoder:
         self.tokenizer.enable_truncation(max_length=256)
 
     def batches(self, texts, batch=32):
-        ids = [e.ids for e in self.tokenizer.encode_batch(texts)]
-        order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
-        for start in range(0, len(order), batch):
-            rows = order[start : start + batch]
-            width = max(len(ids[i]) for i in rows)
-            input_ids = np.zeros((len(rows), width), np.int64)
-            mask = np.zeros((len(rows), width), np.int64)
-            for r, i in enumerate(rows):
-                input_ids[r, : len(ids[i])] = ids[i]
-                mask[r, : len(ids[i])] = 1
-            yield rows, {"input_ids": input_ids, "attention_mask": mask}
+        return bench_embed.padded_batches(self.tokenizer, texts, batch)
 
     def encode(self, session, texts):
         vectors = np.zeros((len(texts), 384), np.float32)

@@ -119,7 +119,8 @@ def build(model_dir):
 
 
 def vnni():
-    """Whether this processor has 8-bit dot products that sum in 32 bits (AVX-512 VNNI or AVX-VNNI)."""
+    """Whether this processor has 8-bit dot products that sum in 32 bits (AVX-512 VNNI or
+    AVX-VNNI)."""
     try:
         flags = pathlib.Path("/proc/cpuinfo").read_text().split()
     except OSError:

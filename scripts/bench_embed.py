@@ -43,6 +43,16 @@ def time_side(model_dir, path, threads, batch, vectors_out=None):
     print(json.dumps({"texts": len(texts), "seconds": seconds}))
 
 
+def onnx_tokenizer(model_dir):
+    """The model folder's tokenizer at MiniLM's 256-token limit, unpadded."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(f"{model_dir}/tokenizer.json")
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=256)
+    return tokenizer
+
+
 def padded_batches(tokenizer, texts, batch):
     """The texts as ONNX Runtime's inputs, as sentence-transformers batches them: sorted by
     length, longest first, and padded per batch; yields (the texts' indexes, the inputs)."""
@@ -61,30 +71,29 @@ def padded_batches(tokenizer, texts, batch):
         yield rows, {"input_ids": input_ids, "attention_mask": mask}
 
 
-def time_onnx(model_dir, onnx_path, path, threads, batch, vectors_out=None):
+def onnx_encode(session, tokenizer, texts, batch=32):
+    """The unit vectors of `texts` from an ONNX Runtime session on a scripts/minilm_onnx.py graph."""
     import numpy as np
-    import onnxruntime as ort
-    from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_file(f"{model_dir}/tokenizer.json")
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length=256)
+    vectors = np.zeros((len(texts), 384), np.float32)
+    for rows, feed in padded_batches(tokenizer, texts, batch):
+        vectors[rows] = session.run(None, feed)[0]
+    return vectors
+
+
+def time_onnx(model_dir, onnx_path, path, threads, batch, vectors_out=None):
+    import onnxruntime as ort
+
+    tokenizer = onnx_tokenizer(model_dir)
     with open(path, encoding="utf-8") as f:
         texts = [json.loads(line)["text"] for line in f if line.strip()]
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
-
-    def encode(texts):
-        vectors = np.zeros((len(texts), 384), np.float32)
-        for rows, feed in padded_batches(tokenizer, texts, batch):
-            vectors[rows] = session.run(None, feed)[0]
-        return vectors
-
-    encode(texts[: max(64, len(texts) // 10)])
+    onnx_encode(session, tokenizer, texts[: max(64, len(texts) // 10)], batch)
     started = time.perf_counter()
-    vectors = encode(texts)
+    vectors = onnx_encode(session, tokenizer, texts, batch)
     seconds = time.perf_counter() - started
     if vectors_out:
         vectors.astype("<f4").tofile(vectors_out)

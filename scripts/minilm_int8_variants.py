@@ -23,8 +23,8 @@ graph of scripts/minilm_onnx.py:
 
 ROUNDS (default 3) passes over the variants in turn, fp32 first and last in each (so its
 median is over twice as many runs), each timing one pass over a file's texts after a warm-up on
-a tenth of them (batch 32, sorted by length, padded per batch); prints a Markdown table of medians (with every round) and the cosine to
-fp32 (min / mean over the texts). Needs numpy, onnx, onnxruntime, safetensors and tokenizers
+a tenth of them (batch 32, sorted by length, padded per batch); prints a Markdown table of
+medians (with every round) and the cosine to fp32 (min / mean over the texts). Needs numpy, onnx, onnxruntime, safetensors and tokenizers
 (`make bench-embed ONNX=1`'s venv has them).
 """
 import json
@@ -48,11 +48,6 @@ SETS = ("generated", "hyperedges", "entities", "chunks")
 ALPHA = 0.65
 
 
-def weight_products(model):
-    inits = {i.name for i in model.graph.initializer}
-    return [n for n in model.graph.node if n.op_type == "MatMul" and n.input[1] in inits]
-
-
 def rewrite(model, replace):
     """Replaces each weight product for which `replace(node, weight, emit)` returns True by the
     nodes it emits; drops initializers no longer used."""
@@ -73,7 +68,7 @@ def rewrite(model, replace):
         return name
 
     emit.const = const
-    weights = {n.name for n in weight_products(model)}
+    weights = {n.name for n in minilm_onnx.weight_products(model)}
     for n in list(g.node):
         if n.name in weights and replace(n, numpy_helper.to_array(inits[n.input[1]]), emit):
             continue
@@ -87,6 +82,15 @@ def rewrite(model, replace):
     if any(n.domain == "com.microsoft" for n in g.node):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     return model
+
+
+def dynamic(model):
+    """ONNX Runtime's dynamic quantization of the graph, as `minilm_onnx.py --int8` writes it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32, int8 = pathlib.Path(tmp) / "model.onnx", pathlib.Path(tmp) / "model-int8.onnx"
+        onnx.save_model(model, str(fp32))
+        minilm_onnx.quantize(fp32, int8)
+        return onnx.load(str(int8))
 
 
 def per_token(smooth=None, skip=None):
@@ -137,34 +141,16 @@ def blocks(block, accuracy_level):
     return replace
 
 
-class Encoder:
-    def __init__(self, model_dir):
-        from tokenizers import Tokenizer
-
-        self.tokenizer = Tokenizer.from_file(f"{model_dir}/tokenizer.json")
-        self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(max_length=256)
-
-    def batches(self, texts, batch=32):
-        return bench_embed.padded_batches(self.tokenizer, texts, batch)
-
-    def encode(self, session, texts):
-        vectors = np.zeros((len(texts), 384), np.float32)
-        for rows, feed in self.batches(texts):
-            vectors[rows] = session.run(None, feed)[0]
-        return vectors
-
-
-def activation_max(model, encoder, texts):
+def activation_max(model, tokenizer, texts):
     """Per weight product, the largest |x| of each input channel over `texts`."""
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
-    products = weight_products(model)
+    products = minilm_onnx.weight_products(model)
     for n in products:
         probe.graph.output.append(helper.make_tensor_value_info(n.input[0], TensorProto.FLOAT, None))
     session = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
     found = {}
-    for _, feed in encoder.batches(texts, batch=1):
+    for _, feed in bench_embed.padded_batches(tokenizer, texts, 1):
         for n, x in zip(products, session.run([n.input[0] for n in products], feed)):
             m = np.abs(x).reshape(-1, x.shape[-1]).max(0)
             found[n.name] = np.maximum(found.get(n.name, m), m)
@@ -184,12 +170,13 @@ def main():
             sets[name] = [json.loads(line)["text"] for line in path.open(encoding="utf-8") if line.strip()]
     if not sets:
         sys.exit(f"minilm_int8_variants: no {', '.join(SETS)} .jsonl in {texts_dir}")
-    encoder = Encoder(model_dir)
+    tokenizer = bench_embed.onnx_tokenizer(model_dir)
+    fp32 = minilm_onnx.build(model_dir)
     calibration = [t for texts in sets.values() for t in texts[-max(10, len(texts) // 20) :]]
-    smooth = activation_max(minilm_onnx.build(model_dir), encoder, calibration)
+    smooth = activation_max(fp32, tokenizer, calibration)
     variants = {
         "fp32": lambda m: m,
-        "dynamic (minilm_onnx.py --int8)": None,
+        "dynamic (minilm_onnx.py --int8)": dynamic,
         "per-token": lambda m: rewrite(m, per_token()),
         "per-token, smoothed": lambda m: rewrite(m, per_token(smooth)),
         "per-token, smoothed, FFN down in fp32": lambda m: rewrite(m, per_token(smooth, r"layer\.\d\.output\.dense")),
@@ -201,14 +188,9 @@ def main():
     options.inter_op_num_threads = 1
     sessions = {}
     for name, make in variants.items():
-        if make is None:
-            with tempfile.TemporaryDirectory() as tmp:
-                fp32 = pathlib.Path(tmp) / "model.onnx"
-                onnx.save_model(minilm_onnx.build(model_dir), str(fp32))
-                minilm_onnx.quantize(fp32, pathlib.Path(tmp) / "int8.onnx")
-                model = onnx.load(str(pathlib.Path(tmp) / "int8.onnx"))
-        else:
-            model = make(minilm_onnx.build(model_dir))
+        copy = onnx.ModelProto()
+        copy.CopyFrom(fp32)
+        model = make(copy)
         sessions[name] = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     rates = {(v, s): [] for v in sessions for s in sets}
     cosines, reference = {}, {}
@@ -216,9 +198,9 @@ def main():
     for _ in range(rounds):
         for set_name, texts in sets.items():
             for v in order:
-                encoder.encode(sessions[v], texts[: max(64, len(texts) // 10)])
+                bench_embed.onnx_encode(sessions[v], tokenizer, texts[: max(64, len(texts) // 10)])
                 started = time.perf_counter()
-                vectors = encoder.encode(sessions[v], texts)
+                vectors = bench_embed.onnx_encode(sessions[v], tokenizer, texts)
                 rates[(v, set_name)].append(len(texts) / (time.perf_counter() - started))
                 reference.setdefault(set_name, vectors)
                 cos = (vectors * reference[set_name]).sum(1)

@@ -118,6 +118,13 @@ def build(model_dir):
     return model
 
 
+def weight_products(model):
+    """The graph's products of an activation by a weight (MatMul nodes whose second input is an
+    initializer): the encoder's 36 linear layers."""
+    weights = {i.name for i in model.graph.initializer}
+    return [n for n in model.graph.node if n.op_type == "MatMul" and n.input[1] in weights]
+
+
 def vnni():
     """Whether this processor has 8-bit dot products that sum in 32 bits (AVX-512 VNNI or
     AVX-VNNI)."""
@@ -138,9 +145,7 @@ def quantize(fp32, int8):
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    model = onnx.load(str(fp32))
-    weights = {i.name for i in model.graph.initializer}
-    products = [n.name for n in model.graph.node if n.op_type == "MatMul" and any(i in weights for i in n.input)]
+    products = [n.name for n in weight_products(onnx.load(str(fp32)))]
     weight_type = QuantType.QInt8 if vnni() else QuantType.QUInt8
     quantize_dynamic(str(fp32), str(int8), per_channel=True, reduce_range=False, weight_type=weight_type, nodes_to_quantize=products)
     return len(products), weight_type.name

@@ -110,6 +110,89 @@ const COUNTRIES: &[&[&str]] = &[
     &["tunisia", "tunisian"],
 ];
 
+/// The states of the United States and the provinces and territories of Canada: places there
+/// are written with theirs (`Winnipeg, Manitoba`, `Brockton, Massachusetts`), and reference
+/// data names them so.
+const STATES_AND_PROVINCES: &[&str] = &[
+    "Alabama",
+    "Alaska",
+    "Arizona",
+    "Arkansas",
+    "California",
+    "Colorado",
+    "Connecticut",
+    "Delaware",
+    "Florida",
+    "Georgia",
+    "Hawaii",
+    "Idaho",
+    "Illinois",
+    "Indiana",
+    "Iowa",
+    "Kansas",
+    "Kentucky",
+    "Louisiana",
+    "Maine",
+    "Maryland",
+    "Massachusetts",
+    "Michigan",
+    "Minnesota",
+    "Mississippi",
+    "Missouri",
+    "Montana",
+    "Nebraska",
+    "Nevada",
+    "New Hampshire",
+    "New Jersey",
+    "New Mexico",
+    "New York",
+    "North Carolina",
+    "North Dakota",
+    "Ohio",
+    "Oklahoma",
+    "Oregon",
+    "Pennsylvania",
+    "Rhode Island",
+    "South Carolina",
+    "South Dakota",
+    "Tennessee",
+    "Texas",
+    "Utah",
+    "Vermont",
+    "Virginia",
+    "Washington",
+    "West Virginia",
+    "Wisconsin",
+    "Wyoming",
+    "Alberta",
+    "British Columbia",
+    "Manitoba",
+    "New Brunswick",
+    "Newfoundland and Labrador",
+    "Newfoundland",
+    "Nova Scotia",
+    "Ontario",
+    "Prince Edward Island",
+    "Quebec",
+    "Québec",
+    "Saskatchewan",
+    "Northwest Territories",
+    "Nunavut",
+    "Yukon",
+];
+
+/// The length of `, State` at the start of `text` when State is a US state or a Canadian
+/// province (the longest that ends a word there), else 0.
+pub fn state_after(text: &str) -> usize {
+    let Some(rest) = text.strip_prefix(", ") else { return 0 };
+    STATES_AND_PROVINCES
+        .iter()
+        .filter(|s| rest.starts_with(**s) && !rest[s.len()..].starts_with(char::is_alphanumeric))
+        .map(|s| 2 + s.len())
+        .max()
+        .unwrap_or(0)
+}
+
 /// The country `words` (a name or demonym, any case) stands for.
 pub fn country_of(words: &str) -> Option<&'static str> {
     let key = words.trim().to_lowercase();
@@ -163,6 +246,11 @@ mod tests {
         assert_eq!(country_of("Italian"), Some("italy"));
         assert_eq!(country_of("ITALY"), Some("italy"));
         assert_eq!(country_of("Aldovia"), None);
+        assert_eq!(state_after(", Manitoba) is a director"), ", Manitoba".len());
+        assert_eq!(state_after(", West Virginia, USA"), ", West Virginia".len());
+        assert_eq!(state_after(", Newfoundland and Labrador"), ", Newfoundland and Labrador".len());
+        assert_eq!(state_after(", Texasville"), 0);
+        assert_eq!(state_after(" Manitoba"), 0);
         assert_eq!(countries_in("He was born in Rome, Italy, to a Welsh mother."), ["italy", "united kingdom"]);
         assert_eq!(countries_in("a South African and West German co-production"), ["south africa", "germany"]);
         // Lowercase words are not names.

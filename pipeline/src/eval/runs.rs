@@ -25,6 +25,7 @@ pub fn ablation_variants(base: &QueryConfig) -> Vec<Variant> {
         row("fused w/o EnR", QueryConfig { entities: false, ..fused.clone() }),
         row("fused w/o HR", QueryConfig { hyperedges: false, ..fused.clone() }),
         row("fused, no relation boost", QueryConfig { hop_boost: 1.0, ..fused.clone() }),
+        row("fused w/o second hop", QueryConfig { second_hop: 0, ..fused.clone() }),
         row("fused, hyperedges without windows", QueryConfig { window_k: 0, ..fused.clone() }),
         row("fused, windows in SSC clusters", QueryConfig { window_in: WindowIn::Cluster, ..fused.clone() }),
         row(
@@ -176,17 +177,18 @@ mod tests {
     #[test]
     fn ablation_rows_are_ours_then_the_papers() {
         let rows = ablation_variants(&QueryConfig::default());
-        assert_eq!(rows.len(), 21);
+        assert_eq!(rows.len(), 22);
         let labels: Vec<String> = rows.iter().map(|v| crate::query::variant(&v.config)).collect();
         assert_eq!(labels[0], "hybrid");
         assert_eq!(labels[1], "hybrid w/o LR");
-        assert_eq!(labels[9], "hybrid-paper");
+        assert_eq!(labels[6], "hybrid w/o 2nd hop");
+        assert_eq!(labels[10], "hybrid-paper");
         // The paper's rows know no bridge retrieval and use its assembly.
-        assert_eq!(rows[10].label, PAPER_ROW);
-        assert_eq!(labels[10], "hybrid-paper w/o BR");
-        assert_eq!(labels[11], "hybrid-paper w/o SSC+BR");
-        assert_eq!(labels[19], "hybrid-paper w/o HR+SSC+ER+BR");
-        assert_eq!(labels[20], "hybrid-paper w/o HR+SSC+EnR+BR");
+        assert_eq!(rows[11].label, PAPER_ROW);
+        assert_eq!(labels[11], "hybrid-paper w/o BR");
+        assert_eq!(labels[12], "hybrid-paper w/o SSC+BR");
+        assert_eq!(labels[20], "hybrid-paper w/o HR+SSC+ER+BR");
+        assert_eq!(labels[21], "hybrid-paper w/o HR+SSC+EnR+BR");
         // Every row is a different configuration, under a label of its own.
         for (i, a) in rows.iter().enumerate() {
             assert!(rows[i + 1..].iter().all(|b| b.config != a.config && b.label != a.label), "{}", a.label);

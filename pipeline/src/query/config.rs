@@ -227,6 +227,11 @@ pub struct QueryConfig {
     /// Hyperedge retrieval gives each hyperedge with its ±`widen` neighbours in its document, as
     /// one passage (0: the hyperedge alone, as in the paper).
     pub widen: usize,
+    /// A second retrieval for a relation question (hybrid and hypergraph, fused assembly): when
+    /// the extractive reader's chain through the context reaches an entity whose sentences do
+    /// not say what the question asks of it (or the next hop), this many of the best pieces
+    /// retrieved about that entity join the context after its first piece (0: off).
+    pub second_hop: usize,
     /// Say each thing once: verbatim evidence of one document that overlaps or touches merges
     /// into one passage, and derived text already in the context is left out
     /// ([`super::context::Context::assemble_with`]).
@@ -285,6 +290,7 @@ impl Default for QueryConfig {
             window_k: 2,
             merge: false,
             widen: 0,
+            second_hop: 4,
             short_answers: true,
             vector_precision: Precision::F32,
         }

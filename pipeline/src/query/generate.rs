@@ -222,25 +222,7 @@ pub fn extractive(question: &str, context: &Context, short: bool) -> Generated {
     if candidates.is_empty() {
         return Generated::default();
     }
-    let mut df: HashMap<&str, usize> = HashMap::new();
-    for c in &candidates {
-        for w in &c.words {
-            *df.entry(w.as_str()).or_default() += 1;
-        }
-    }
-    let n = candidates.len() as f32;
-    let idf = |w: &str| ((n + 1.0) / (df.get(w).copied().unwrap_or(0) as f32 + 0.5)).ln();
-    let wanted = short::asked(question);
-    let scores: Vec<f32> = candidates
-        .iter()
-        .map(|c| {
-            let overlap: f32 = c.words.union(&c.carried).filter(|w| asked.contains(*w)).map(|w| idf(w)).sum();
-            let typed =
-                if wanted.as_ref().is_some_and(|t| short::holds(t, &c.text, &asked)) { TYPE_BONUS } else { 0.0 };
-            let adds = c.words.iter().any(|w| !asked.contains(w));
-            overlap + typed + if adds { 0.0 } else { ADDS_NOTHING }
-        })
-        .collect();
+    let scores = scores(question, &asked, &candidates);
     // Strictly better only: earlier (higher-ranked) evidence wins ties.
     let best = (1..candidates.len()).fold(0, |best, i| if scores[i] > scores[best] { i } else { best });
     let found = short
@@ -263,6 +245,45 @@ pub fn extractive(question: &str, context: &Context, short: bool) -> Generated {
     };
     let support = (answer != c.text.trim()).then(|| c.text.trim().to_owned());
     Generated { answer, short: None, support, cited: vec![c.evidence], citations }
+}
+
+/// Each candidate sentence's score: its content words' overlap with the question's `asked`
+/// words (each weighted by its rarity among the candidates), plus [`TYPE_BONUS`] when it holds
+/// the kind of thing the question asks for, [`ADDS_NOTHING`] when it only repeats the question.
+fn scores(question: &str, asked: &HashSet<String>, candidates: &[Candidate]) -> Vec<f32> {
+    let mut df: HashMap<&str, usize> = HashMap::new();
+    for c in candidates {
+        for w in &c.words {
+            *df.entry(w.as_str()).or_default() += 1;
+        }
+    }
+    let n = candidates.len() as f32;
+    let idf = |w: &str| ((n + 1.0) / (df.get(w).copied().unwrap_or(0) as f32 + 0.5)).ln();
+    let wanted = short::asked(question);
+    candidates
+        .iter()
+        .map(|c| {
+            let overlap: f32 = c.words.union(&c.carried).filter(|w| asked.contains(*w)).map(|w| idf(w)).sum();
+            let typed = if wanted.as_ref().is_some_and(|t| short::holds(t, &c.text, asked)) { TYPE_BONUS } else { 0.0 };
+            let adds = c.words.iter().any(|w| !asked.contains(w));
+            overlap + typed + if adds { 0.0 } else { ADDS_NOTHING }
+        })
+        .collect()
+}
+
+/// The entity a relation question's chain reaches in `context` when the context says too little
+/// about it ([`short::unanswered_bridge`]), read with the answerer's own sentence scores: what a
+/// second retrieval should look for.
+pub fn unanswered_bridge(question: &str, context: &Context) -> Option<String> {
+    let asked: HashSet<String> = content_words(question).into_iter().collect();
+    let candidates = candidates(context);
+    let scores = scores(question, &asked, &candidates);
+    let sentences: Vec<short::Sentence<'_>> = candidates
+        .iter()
+        .zip(&scores)
+        .map(|(c, &score)| short::Sentence { text: &c.text, score, group: c.evidence })
+        .collect();
+    short::unanswered_bridge(question, &rules_query_entities(question), &sentences)
 }
 
 /// Evidence numbers cited as `[n]`, `[n, m]` or `[n][m]` in an LLM answer, as 0-based positions

@@ -1216,36 +1216,47 @@ impl<'s, 'a> Facts<'s, 'a> {
         best.map(|(_, s)| s)
     }
 
+    /// Follows `hops` from `anchor`: the entity reached and the sentence of each hop found, up
+    /// to the first hop the sentences do not state.
+    fn walk(&self, anchor: String, hops: &[Hop]) -> (String, Vec<usize>) {
+        let mut reached = anchor;
+        let mut hop_sentences = Vec::new();
+        for &hop in hops {
+            let Some((next, i)) = self.follow(&reached, hop) else { break };
+            reached = next;
+            hop_sentences.push(i);
+        }
+        (reached, hop_sentences)
+    }
+
+    /// The answer about the entity a complete chain reached (itself, for a person asked).
+    fn at_end(&self, asked: &Asked, question: &str, reached: &str, hop_sentences: &[usize]) -> Option<Short> {
+        let &said = hop_sentences.last()?;
+        if *asked == Asked::Person {
+            return Some(Short { text: reached.to_owned(), sentence: said });
+        }
+        // The sentences that led to it are about the entities before it (`a 2017 American film
+        // directed by X` gives the film's year and country, not X's), unless nothing else is
+        // about it.
+        let about = self.about(reached);
+        let own: Vec<usize> = about.iter().copied().filter(|i| !hop_sentences.contains(i)).collect();
+        let candidates = if own.is_empty() { about } else { own };
+        self.best_span(asked, question, &candidates, |_| 0.0, reached)
+    }
+
     fn typed(&self, asked: &Asked, question: &str, entities: &[String]) -> Option<Short> {
         // A question that follows relations (`the place of birth of the director of X`): follow
         // them through the sentences from each entity it may start from, then answer about the
         // entity the first complete chain reaches.
         for (anchor, hops) in chain(question, entities) {
-            // The entity reached and the sentence of each hop; none when a hop is not found.
-            let mut reached = anchor;
-            let mut hop_sentences = Vec::new();
-            for &hop in &hops {
-                let Some((next, i)) = self.follow(&reached, hop) else {
-                    hop_sentences.clear();
-                    break;
-                };
-                reached = next;
-                hop_sentences.push(i);
+            let (reached, hop_sentences) = self.walk(anchor, &hops);
+            if hop_sentences.len() < hops.len() {
+                continue;
             }
-            let Some(&said) = hop_sentences.last() else { continue };
-            if *asked == Asked::Person {
-                return Some(Short { text: reached, sentence: said });
+            match self.at_end(asked, question, &reached, &hop_sentences) {
+                Some(found) => return Some(found),
+                None => break,
             }
-            // The sentences that led to it are about the entities before it (`a 2017
-            // American film directed by X` gives the film's year and country, not X's),
-            // unless nothing else is about it.
-            let about = self.about(&reached);
-            let own: Vec<usize> = about.iter().copied().filter(|i| !hop_sentences.contains(i)).collect();
-            let candidates = if own.is_empty() { about } else { own };
-            if let Some(found) = self.best_span(asked, question, &candidates, |_| 0.0, &reached) {
-                return Some(found);
-            }
-            break;
         }
         // Otherwise the spans of the best sentences; a sentence that names a name standing
         // beside a question entity (the second hop of a compositional question) is preferred.
@@ -1576,6 +1587,49 @@ const EVENT_WEIGHT: f32 = 1.0;
 const LINK_WEIGHT: f32 = 1.5;
 /// Sentences, best first, whose spans a typed question considers.
 const CANDIDATE_SENTENCES: usize = 12;
+
+/// The entity a relation question's chain reaches, hop by hop, before the evidence runs out:
+/// the last entity reached when a later hop is not stated, or the entity at the chain's end
+/// when no sentence about it gives what the question asks; none when the chain ends in an
+/// answer or no hop is found at all. A second retrieval about it may hold what is missing.
+pub fn unanswered_bridge(question: &str, entities: &[String], sentences: &[Sentence<'_>]) -> Option<String> {
+    if !single_factoid(question) {
+        return None;
+    }
+    let asked = asked(question)?;
+    if matches!(asked, Asked::Choice { .. } | Asked::Same { .. } | Asked::Verify) {
+        return None;
+    }
+    let facts = Facts::new(sentences);
+    let mut deepest: Option<(usize, String)> = None;
+    for (anchor, hops) in chain(question, entities) {
+        let (reached, hop_sentences) = facts.walk(anchor, &hops);
+        if hop_sentences.is_empty() {
+            continue;
+        }
+        if hop_sentences.len() == hops.len() {
+            return facts.at_end(&asked, question, &reached, &hop_sentences).is_none().then_some(reached);
+        }
+        if deepest.as_ref().is_none_or(|(d, _)| hop_sentences.len() > *d) {
+            deepest = Some((hop_sentences.len(), reached));
+        }
+    }
+    deepest.map(|(_, name)| name)
+}
+
+/// What a second retrieval about `entity` asks: the entity and the question's own words, less
+/// its names and the hops already followed (`Where was the director of film Peter's Lane born?`
+/// about Ken Varga → `Ken Varga where was the of film born`).
+pub fn second_query(question: &str, entity: &str) -> String {
+    let hops = hop_phrases(question);
+    let words: Vec<&str> = word_spans(question)
+        .into_iter()
+        .filter(|&(s, _)| !hops.iter().any(|(r, _)| r.contains(&s)))
+        .map(|(s, e)| &question[s..e])
+        .filter(|w| !w.starts_with(char::is_uppercase) || OPENERS.contains(&w.to_lowercase().as_str()))
+        .collect();
+    format!("{entity} {}", words.join(" ").to_lowercase())
+}
 
 /// The short answer to `question` from `sentences` (with the question's `entities`), if the
 /// question is a factoid and the evidence decides it.
@@ -1995,6 +2049,27 @@ mod tests {
         let s =
             passage(&["Reginald II of Vell was a duke.", "He married Maud of Tarn, daughter of Otto, Duke of Tarn."]);
         assert_eq!(Facts::new(&s).follow("Reginald II of Vell", Hop::Father), None);
+    }
+
+    #[test]
+    fn a_chain_that_runs_out_of_evidence_names_what_to_retrieve_next() {
+        let film = ["Grey Tide".to_owned()];
+        let s = passage(&["Grey Tide is a 1992 film directed by Ilse Varga.", "It was shot in Port Aldra."]);
+        // The director is reached but nothing about her gives a place: retrieve about her.
+        let q = "Where was the director of film Grey Tide born?";
+        assert_eq!(unanswered_bridge(q, &film, &s), Some("Ilse Varga".to_owned()));
+        assert_eq!(second_query(q, "Ilse Varga"), "Ilse Varga where was the of film born");
+        // A later hop the evidence does not state: retrieve about the last entity reached.
+        assert_eq!(
+            unanswered_bridge("Who is the father of the director of film Grey Tide?", &film, &s),
+            Some("Ilse Varga".to_owned())
+        );
+        // Answered, or no hop found, or no chain: nothing to retrieve.
+        let mut t = s.clone();
+        t.push(Sentence { text: "Ilse Varga was born in Kelso Ford.", score: 1.0, group: 5 });
+        assert_eq!(unanswered_bridge(q, &film, &t), None);
+        assert_eq!(unanswered_bridge("Where was the director of film Salt Roads born?", &film, &s), None);
+        assert_eq!(unanswered_bridge("Where was Ilse Varga born?", &film, &s), None);
     }
 
     #[test]

@@ -124,10 +124,11 @@ fn the_ablation_table_and_its_sliding_window_sibling() {
     let out = tmp.path().join("out");
     let r = eval(&["ablate"], &index, &out, &[]);
     let s = summary(&out);
-    assert_eq!(s.len(), 22);
+    assert_eq!(s.len(), 23);
     for label in [
         "FlexStructRAG, fused (default)",
         "fused w/o LR (BM25)",
+        "fused w/o second hop",
         "fused, windows in SSC clusters",
         "FlexStructRAG + BR, paper assembly",
         "FlexStructRAG (paper)",

@@ -211,6 +211,61 @@ fn every_mode_and_toggle_runs_on_the_same_index() {
     }
 }
 
+/// A film whose director's birthplace only her own page gives, and pages about the film whose
+/// sentences share the question's words and fill a small cap.
+const SECOND_HOP_CORPUS: &[(&str, &[u8])] = &[
+    (
+        "grey-tide.md",
+        b"# Grey Tide\n\nThe idea for the film Grey Tide was born on a ferry. Grey Tide is a 1992 film whose \
+director was Ilse Varga, born abroad. The lead actor of Grey Tide was born where the film was shot. Grey Tide, the film, \
+was born of a storm, the director said. Where the film Grey Tide was born, the tide is grey.\n",
+    ),
+    (
+        "grey-tide-reviews.md",
+        b"# Grey Tide reviews\n\nCritics said the film Grey Tide was born of patience. The director of Grey Tide \
+was praised where the film opened. A film like Grey Tide is born once a decade. Grey Tide was the film \
+where the director was born again as an artist. The grey tide of the title was born of the winter sea. \
+Where was a film this patient born, one critic asked of Grey Tide.\n",
+    ),
+    (
+        "ilse-varga.md",
+        b"# Ilse Varga\n\nIlse Varga made documentaries about the sea. Varga was born in Kelso Ford. \
+She taught at the Aldra school of photography.\n",
+    ),
+];
+
+#[test]
+fn a_relation_question_retrieves_again_about_the_entity_its_chain_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("corpus");
+    write_files(&corpus, SECOND_HOP_CORPUS);
+    let index = dir.path().join("index");
+    build(&index, &corpus, false);
+    let i = index.to_str().unwrap();
+    let ask = |second_hop: &str| {
+        let mut env = ENV.to_vec();
+        // Similarity and words only, so that the first retrieval is the film's page alone.
+        env.extend([
+            ("FLEXSTRUCT_QUERY__ENTITIES", "false"),
+            ("FLEXSTRUCT_QUERY__BRIDGES", "false"),
+            ("FLEXSTRUCT_QUERY__SECOND_HOP", second_hop),
+        ]);
+        let q = "Where was the director of film Grey Tide born?";
+        let out = run_env("query", &["--index", i, "--max-context-tokens", "200", "--jsonl", q], &env);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        serde_json::from_str::<Value>(out.stdout.lines().next().unwrap()).unwrap()
+    };
+    let once = ask("0");
+    let docs = |a: &Value| a["evidence"].as_array().unwrap().iter().map(|e| e["doc_id"].clone()).collect::<Vec<_>>();
+    let varga = query(&index, "SELECT doc_id FROM documents WHERE title = 'Ilse Varga'")[0]["doc_id"].clone();
+    assert!(!docs(&once).contains(&varga), "{once}");
+    assert_ne!(once["answer"], "Kelso Ford", "{once}");
+    let twice = ask("4");
+    assert!(docs(&twice).contains(&varga), "{twice}");
+    assert_eq!(twice["answer"], "Kelso Ford", "{twice}");
+    assert!(twice["context_tokens"].as_u64().unwrap() <= 200, "{twice}");
+}
+
 #[test]
 fn a_threshold_that_nothing_passes_is_said_in_the_answer() {
     let question = "Who is the chair of the Port Ellery Harbour Lights Society?";

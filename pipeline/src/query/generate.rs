@@ -227,12 +227,7 @@ pub fn extractive(question: &str, context: &Context, short: bool) -> Generated {
     let best = (1..candidates.len()).fold(0, |best, i| if scores[i] > scores[best] { i } else { best });
     let found = short
         .then(|| {
-            let sentences: Vec<short::Sentence<'_>> = candidates
-                .iter()
-                .zip(&scores)
-                .map(|(c, &score)| short::Sentence { text: &c.text, score, group: c.evidence })
-                .collect();
-            short::short_answer(question, &rules_query_entities(question), &sentences)
+            short::short_answer(question, &rules_query_entities(question), &reader_sentences(&candidates, &scores))
         })
         .flatten();
     let (answer, c) = match found {
@@ -278,12 +273,16 @@ pub fn unanswered_bridge(question: &str, context: &Context) -> Option<String> {
     let asked: HashSet<String> = content_words(question).into_iter().collect();
     let candidates = candidates(context);
     let scores = scores(question, &asked, &candidates);
-    let sentences: Vec<short::Sentence<'_>> = candidates
+    short::unanswered_bridge(question, &rules_query_entities(question), &reader_sentences(&candidates, &scores))
+}
+
+/// The candidates with their scores, as the short-answer reader takes them.
+fn reader_sentences<'c>(candidates: &'c [Candidate], scores: &[f32]) -> Vec<short::Sentence<'c>> {
+    candidates
         .iter()
-        .zip(&scores)
+        .zip(scores)
         .map(|(c, &score)| short::Sentence { text: &c.text, score, group: c.evidence })
-        .collect();
-    short::unanswered_bridge(question, &rules_query_entities(question), &sentences)
+        .collect()
 }
 
 /// Evidence numbers cited as `[n]`, `[n, m]` or `[n][m]` in an LLM answer, as 0-based positions

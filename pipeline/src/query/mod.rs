@@ -396,10 +396,12 @@ impl Engine {
             Mode::Paths => self.path_retrievals(prepared)?,
             _ => retrieve::retrieve_batch(&self.kb, config, thresholds, &inputs),
         };
-        let retrievals = if config.second_hop > 0 && config.fuses() {
+        // The contexts the second hop read and left as they were, not assembled twice.
+        let (retrievals, firsts) = if config.second_hop > 0 && config.fuses() {
             self.second_hop(prepared, config, thresholds, retrievals)?
         } else {
-            retrievals
+            let none = (0..retrievals.len()).map(|_| None).collect();
+            (retrievals, none)
         };
         let embed_ms = match config.mode {
             Mode::None => 0.0,
@@ -412,15 +414,18 @@ impl Engine {
         let started = Instant::now();
         let assembled: Vec<(Context, Vec<EntityMatch>, f64)> = retrievals
             .into_par_iter()
-            .map(|retrieval| {
+            .zip(firsts)
+            .map(|(retrieval, first)| {
                 let started = Instant::now();
-                let mut context = Context::assemble_with(
-                    &self.kb,
-                    &retrieval.rows,
-                    config.max_context_tokens,
-                    config.merges(),
-                    &self.counter,
-                );
+                let mut context = first.unwrap_or_else(|| {
+                    Context::assemble_with(
+                        &self.kb,
+                        &retrieval.rows,
+                        config.max_context_tokens,
+                        config.merges(),
+                        &self.counter,
+                    )
+                });
                 context.notes = retrieval.notes;
                 context.structure = retrieval.structure;
                 (context, retrieval.entity_matches, started.elapsed().as_secs_f64() * 1000.0)
@@ -442,21 +447,23 @@ impl Engine {
     /// and the best `second_hop` pieces join the question's retrieval ranked just after its first
     /// piece, so that the cap keeps them and drops the first retrieval's last (joining after the
     /// second or the sixth gave the same answers on 2wiki's tune half at 1,100 tokens; after the
-    /// first, a small cap keeps them too).
+    /// first, a small cap keeps them too). Returns the retrievals, and per question the context
+    /// it read when no second retrieval followed (that context is the question's).
     fn second_hop(
         &self,
         prepared: &Prepared,
         config: &QueryConfig,
         thresholds: Thresholds,
         mut retrievals: Vec<Retrieval>,
-    ) -> Result<Vec<Retrieval>> {
-        let asks: Vec<(usize, String, String)> = retrievals
+    ) -> Result<(Vec<Retrieval>, Vec<Option<Context>>)> {
+        // Per question: the context read when it stays, or the entity to ask about and how.
+        let (firsts, asks): (Vec<Option<Context>>, Vec<_>) = retrievals
             .par_iter()
             .enumerate()
-            .filter_map(|(i, r)| {
+            .map(|(i, r)| {
                 let question = &prepared.questions[i].question;
                 if short::hop_phrases(question).is_empty() {
-                    return None;
+                    return (None, None);
                 }
                 let context = Context::assemble_with(
                     &self.kb,
@@ -465,13 +472,16 @@ impl Engine {
                     config.merges(),
                     &self.counter,
                 );
-                let entity = generate::unanswered_bridge(question, &context)?;
-                let text = short::second_query(question, &entity);
-                Some((i, entity, text))
+                match generate::unanswered_bridge(question, &context) {
+                    Some(entity) => (None, Some((entity.clone(), short::second_query(question, &entity)))),
+                    None => (Some(context), None),
+                }
             })
-            .collect();
+            .unzip();
+        let asks: Vec<(usize, String, String)> =
+            asks.into_iter().enumerate().filter_map(|(i, a)| a.map(|(entity, text)| (i, entity, text))).collect();
         if asks.is_empty() {
-            return Ok(retrievals);
+            return Ok((retrievals, firsts));
         }
         let texts: Vec<&str> = asks.iter().map(|a| a.2.as_str()).collect();
         let vectors = self.embedder.embed(&texts)?;
@@ -491,7 +501,7 @@ impl Engine {
                 rows.push(retrieve::Retrieved { tier: 0, score: at * (1.0 - 1e-4 * (j + 1) as f32), ..r });
             }
         }
-        Ok(retrievals)
+        Ok((retrievals, firsts))
     }
 
     /// Answers every prepared question under `config` (mode, toggles, breadths, budget).

@@ -792,6 +792,8 @@ struct Facts<'s, 'a> {
     sentences: &'s [Sentence<'a>],
     keys: Vec<String>,
     ranked: Vec<usize>,
+    /// For each sentence, the first sentence of the run of its evidence it stands in.
+    leads: Vec<usize>,
 }
 
 impl<'s, 'a> Facts<'s, 'a> {
@@ -799,7 +801,15 @@ impl<'s, 'a> Facts<'s, 'a> {
         let keys = sentences.iter().map(|s| normalize(s.text)).collect();
         let mut ranked: Vec<usize> = (0..sentences.len()).collect();
         ranked.sort_by(|&a, &b| sentences[b].score.total_cmp(&sentences[a].score).then(a.cmp(&b)));
-        Facts { sentences, keys, ranked }
+        let mut leads: Vec<usize> = Vec::with_capacity(sentences.len());
+        for (i, s) in sentences.iter().enumerate() {
+            let lead = match i.checked_sub(1) {
+                Some(j) if sentences[j].group == s.group => leads[j],
+                _ => i,
+            };
+            leads.push(lead);
+        }
+        Facts { sentences, keys, ranked, leads }
     }
 
     fn text(&self, i: usize) -> &'a str {
@@ -833,15 +843,14 @@ impl<'s, 'a> Facts<'s, 'a> {
         let short = (short != key && short.chars().count() > 2).then_some(short);
         let continues = |i: usize| {
             let first = self.text(i).split_whitespace().next().unwrap_or_default();
-            let earlier: Vec<usize> =
-                (0..i).rev().take_while(|&j| self.sentences[j].group == self.sentences[i].group).collect();
+            // The sentences before it in the same run of evidence, from the run's first.
+            let (lead, earlier) = (self.leads[i], self.leads[i]..i);
             let pronoun = ["He", "She", "His", "Her", "Born", "They"].contains(&first);
-            let by_short = short.is_some_and(|w| names_key(&self.keys[i], w))
-                && earlier.last().is_some_and(|&lead| {
-                    let head: Vec<&str> = self.keys[lead].split(' ').take(key.split(' ').count() + 3).collect();
-                    names_key(&head.join(" "), &key)
-                });
-            (pronoun && earlier.iter().any(|&j| naming[j])) || by_short
+            let by_short = !earlier.is_empty() && short.is_some_and(|w| names_key(&self.keys[i], w)) && {
+                let head: Vec<&str> = self.keys[lead].split(' ').take(key.split(' ').count() + 3).collect();
+                names_key(&head.join(" "), &key)
+            };
+            (pronoun && earlier.clone().any(|j| naming[j])) || by_short
         };
         self.ranked.iter().copied().filter(|&i| naming[i] || continues(i)).collect()
     }

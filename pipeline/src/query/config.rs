@@ -230,7 +230,9 @@ pub struct QueryConfig {
     /// A second retrieval for a relation question (hybrid and hypergraph, fused assembly): when
     /// the extractive reader's chain through the context reaches an entity whose sentences do
     /// not say what the question asks of it (or the next hop), this many of the best pieces
-    /// retrieved about that entity join the context after its first piece (0: off).
+    /// retrieved about that entity join the context after its first piece; a comparison of role
+    /// holders ("the director who was born first, A or B?") does the same for each holder the
+    /// context names without the date compared (0: off).
     pub second_hop: usize,
     /// Say each thing once: verbatim evidence of one document that overlaps or touches merges
     /// into one passage, and derived text already in the context is left out

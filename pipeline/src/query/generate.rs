@@ -266,14 +266,14 @@ fn scores(question: &str, asked: &HashSet<String>, candidates: &[Candidate]) -> 
         .collect()
 }
 
-/// The entity a relation question's chain reaches in `context` when the context says too little
-/// about it ([`short::unanswered_bridge`]), read with the answerer's own sentence scores: what a
-/// second retrieval should look for.
-pub fn unanswered_bridge(question: &str, context: &Context) -> Option<String> {
+/// The entities `context` says too little about for `question` ([`short::unanswered_bridges`]:
+/// the entity a relation chain reaches, the undated holders of a compared role), read with the
+/// answerer's own sentence scores: what second retrievals should look for.
+pub fn unanswered_bridges(question: &str, context: &Context) -> Vec<String> {
     let asked: HashSet<String> = content_words(question).into_iter().collect();
     let candidates = candidates(context);
     let scores = scores(question, &asked, &candidates);
-    short::unanswered_bridge(question, &rules_query_entities(question), &reader_sentences(&candidates, &scores))
+    short::unanswered_bridges(question, &rules_query_entities(question), &reader_sentences(&candidates, &scores))
 }
 
 /// The candidates with their scores, as the short-answer reader takes them.

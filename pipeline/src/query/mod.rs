@@ -441,11 +441,12 @@ impl Engine {
     }
 
     /// The second retrieval of relation questions (`query.second_hop`): each question's first
-    /// context is read by the extractive reader's chain ([`generate::unanswered_bridge`]); where
-    /// it reaches an entity the context says too little about, the question's own words about
-    /// that entity ([`short::second_query`]) are embedded and retrieved with the same strategy,
-    /// and the best `second_hop` pieces join the question's retrieval ranked just after its first
-    /// piece, so that the cap keeps them and drops the first retrieval's last (joining after the
+    /// context is read by the extractive reader ([`generate::unanswered_bridges`]); for each
+    /// entity it names that the context says too little about (the one a relation chain
+    /// reaches, each undated director a comparison names), the question's own words about that
+    /// entity ([`short::second_query`]) are embedded and retrieved with the same strategy, and
+    /// the best `second_hop` pieces of each join the question's retrieval ranked just after its
+    /// first piece (a comparison's two retrievals taking turns), so that the cap keeps them and drops the first retrieval's last (joining after the
     /// second or the sixth gave the same answers on 2wiki's tune half at 1,100 tokens; after the
     /// first, a small cap keeps them too). Returns the retrievals, and per question the context
     /// it read when no second retrieval followed (that context is the question's).
@@ -456,14 +457,14 @@ impl Engine {
         thresholds: Thresholds,
         mut retrievals: Vec<Retrieval>,
     ) -> Result<(Vec<Retrieval>, Vec<Option<Context>>)> {
-        // Per question: the context read when it stays, or the entity to ask about and how.
+        // Per question: the context read when it stays, or the entities to ask about and how.
         let (firsts, asks): (Vec<Option<Context>>, Vec<_>) = retrievals
             .par_iter()
             .enumerate()
             .map(|(i, r)| {
                 let question = &prepared.questions[i].question;
-                if short::hop_phrases(question).is_empty() {
-                    return (None, None);
+                if !short::may_bridge(question) {
+                    return (None, Vec::new());
                 }
                 let context = Context::assemble_with(
                     &self.kb,
@@ -472,14 +473,19 @@ impl Engine {
                     config.merges(),
                     &self.counter,
                 );
-                match generate::unanswered_bridge(question, &context) {
-                    Some(entity) => (None, Some((entity.clone(), short::second_query(question, &entity)))),
-                    None => (Some(context), None),
+                let entities = generate::unanswered_bridges(question, &context);
+                if entities.is_empty() {
+                    return (Some(context), Vec::new());
                 }
+                let asks = entities.into_iter().map(|e| (short::second_query(question, &e), e)).collect();
+                (None, asks)
             })
             .unzip();
-        let asks: Vec<(usize, String, String)> =
-            asks.into_iter().enumerate().filter_map(|(i, a)| a.map(|(entity, text)| (i, entity, text))).collect();
+        let asks: Vec<(usize, String, String)> = asks
+            .into_iter()
+            .enumerate()
+            .flat_map(|(i, a): (usize, Vec<(String, String)>)| a.into_iter().map(move |(text, e)| (i, e, text)))
+            .collect();
         if asks.is_empty() {
             return Ok((retrievals, firsts));
         }

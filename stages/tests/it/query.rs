@@ -266,6 +266,60 @@ fn a_relation_question_retrieves_again_about_the_entity_its_chain_reached() {
     assert!(twice["context_tokens"].as_u64().unwrap() <= 200, "{twice}");
 }
 
+/// Two films and their directors, whose dates only the directors' own pages give, and pages
+/// that share the question's words and fill a small cap.
+const COMPARISON_CORPUS: &[(&str, &[u8])] = &[
+    ("grey-tide.md", b"# Grey Tide\n\nGrey Tide is a 1992 film. It was directed by Ilse Varga.\n"),
+    ("salt-roads.md", b"# Salt Roads\n\nSalt Roads is a 1994 film directed by Oren Castel.\n"),
+    (
+        "festival.md",
+        b"# Festival notes\n\nWhich film was first, Grey Tide or Salt Roads, the festival asked. Which film has \
+the director who was born first is a question every film festival asks.\n",
+    ),
+    (
+        "critics.md",
+        b"# Critics\n\nThe director of Grey Tide was born first, one critic said. The director of Salt Roads \
+was born first, said another critic of the film.\n",
+    ),
+    ("ilse-varga.md", b"# Ilse Varga\n\nIlse Varga (2 March 1940 - 5 May 2001) made documentaries.\n"),
+    ("oren-castel.md", b"# Oren Castel\n\nOren Castel (4 May 193112 June 1999) made westerns.\n"),
+];
+
+#[test]
+fn a_comparison_of_directors_retrieves_again_about_each_undated_director() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("corpus");
+    write_files(&corpus, COMPARISON_CORPUS);
+    let index = dir.path().join("index");
+    build(&index, &corpus, false);
+    let i = index.to_str().unwrap();
+    let ask = |second_hop: &str| {
+        let mut env = ENV.to_vec();
+        env.extend([
+            ("FLEXSTRUCT_QUERY__ENTITIES", "false"),
+            ("FLEXSTRUCT_QUERY__BRIDGES", "false"),
+            ("FLEXSTRUCT_QUERY__SECOND_HOP", second_hop),
+        ]);
+        let q = "Which film has the director who was born first, Grey Tide or Salt Roads?";
+        let out = run_env("query", &["--index", i, "--max-context-tokens", "260", "--jsonl", q], &env);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        serde_json::from_str::<Value>(out.stdout.lines().next().unwrap()).unwrap()
+    };
+    let docs = |a: &Value| a["evidence"].as_array().unwrap().iter().map(|e| e["doc_id"].clone()).collect::<Vec<_>>();
+    let doc = |title: &str| {
+        query(&index, &format!("SELECT doc_id FROM documents WHERE title = '{title}'"))[0]["doc_id"].clone()
+    };
+    let (varga, castel) = (doc("Ilse Varga"), doc("Oren Castel"));
+    let once = ask("0");
+    assert!(!docs(&once).contains(&varga) && !docs(&once).contains(&castel), "{once}");
+    // Without the directors' dates the films' own stand in: the earlier film, wrongly.
+    assert_eq!(once["answer"], "Grey Tide", "{once}");
+    let twice = ask("4");
+    assert!(docs(&twice).contains(&varga) && docs(&twice).contains(&castel), "{twice}");
+    assert_eq!(twice["answer"], "Salt Roads", "{twice}");
+    assert!(twice["context_tokens"].as_u64().unwrap() <= 260, "{twice}");
+}
+
 #[test]
 fn a_threshold_that_nothing_passes_is_said_in_the_answer() {
     let question = "Who is the chair of the Port Ellery Harbour Lights Society?";

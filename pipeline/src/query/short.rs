@@ -888,10 +888,12 @@ impl<'s, 'a> Facts<'s, 'a> {
             let first = self.text(i).split_whitespace().next().unwrap_or_default();
             // The sentences before it in the same run of evidence, from the run's first.
             let (lead, earlier) = (self.leads[i], self.leads[i]..i);
-            // `It` goes on about a work on its own page (`Grey Tide is a 1992 film. It was
-            // directed by …`), not about a person its first sentence names.
+            // `It` and a participle go on about a work on its own page (`Grey Tide is a 1992
+            // film. It was directed by …`, `Directed by …, the film …`), not about a person its
+            // first sentence names.
             let pronoun = ["He", "She", "His", "Her", "Born", "They"].contains(&first)
-                || (first == "It" && self.opens_with(lead, key.split(' ').next().unwrap_or_default()));
+                || (["It", "Directed", "Written", "Produced", "Composed"].contains(&first)
+                    && self.opens_with(lead, key.split(' ').next().unwrap_or_default()));
             let by_short = !earlier.is_empty() && short.is_some_and(|w| names_key(&self.keys[i], w)) && {
                 let head: Vec<&str> = self.keys[lead].split(' ').take(key.split(' ').count() + 3).collect();
                 names_key(&head.join(" "), &key)
@@ -973,17 +975,25 @@ impl<'s, 'a> Facts<'s, 'a> {
                     .unwrap_or(0)
             };
             let found = mentions(text, 0..text.len(), &HashSet::new());
-            // Names, a mention of several (`A of B and C D`) taken apart at ` and `.
+            // Names, a mention of several (`A of B and C D`) taken apart at ` and `, a person
+            // from the company after ` for ` (`directed by X for Film Booking Offices`: the
+            // mention finder keeps `for` inside names of bodies, `Centers for …`).
             let names: Vec<(usize, usize)> = found
                 .iter()
                 .filter(|m| m.kind == MentionKind::Name)
                 .flat_map(|m| {
                     let (start, end) = (m.bytes.start, joined_end(text, &found, m.bytes.end));
+                    let piece = &text[start..end];
+                    let mut cuts: Vec<(usize, usize)> = [" and ", " for "]
+                        .iter()
+                        .flat_map(|sep| piece.match_indices(sep).map(|(at, sep)| (at, sep.len())))
+                        .collect();
+                    cuts.sort_unstable();
                     let mut parts = Vec::new();
                     let mut from = start;
-                    for (at, _) in text[start..end].match_indices(" and ") {
+                    for (at, len) in cuts {
                         parts.push((from, start + at));
-                        from = start + at + 5;
+                        from = start + at + len;
                     }
                     parts.push((from, end));
                     parts
@@ -2189,6 +2199,23 @@ mod tests {
         // A relation question: the entity its chain reached, as before.
         let r = "Where was the director of film Grey Tide born?";
         assert_eq!(unanswered_bridges(r, &["Grey Tide".to_owned()], &films), vec!["Ilse Varga".to_owned()]);
+    }
+
+    #[test]
+    fn a_work_page_goes_on_about_the_work_and_a_director_is_no_company() {
+        // `Directed by X, the film …` on the film's own page; a person's name ends before
+        // `for` and the company it worked for.
+        let s = passage(&[
+            "Grey Tide, retitled Low Water in some releases, is a 1992 film.",
+            "Directed by Ilse Varga, the film was written by Varga and Oren Castel.",
+        ]);
+        assert_eq!(Facts::new(&s).follow("Grey Tide", Hop::Role("director")).map(|f| f.0), Some("Ilse Varga".into()));
+        let s =
+            sentences(&["Salt Roads was a 1929 thriller directed by Oren Castel for Film Booking Offices of Aldra."]);
+        assert_eq!(Facts::new(&s).follow("Salt Roads", Hop::Role("director")).map(|f| f.0), Some("Oren Castel".into()));
+        // Not about a person the page's first sentence names.
+        let s = passage(&["Grey Tide is a 1992 film by Ilse Varga.", "Directed by Oren Castel, Low Water followed."]);
+        assert_eq!(Facts::new(&s).follow("Ilse Varga", Hop::Role("director")), None);
     }
 
     #[test]

@@ -446,10 +446,11 @@ impl Engine {
     /// reaches, each undated director a comparison names), the question's own words about that
     /// entity ([`short::second_query`]) are embedded and retrieved with the same strategy, and
     /// the best `second_hop` pieces of each join the question's retrieval ranked just after its
-    /// first piece (a comparison's two retrievals taking turns), so that the cap keeps them and drops the first retrieval's last (joining after the
-    /// second or the sixth gave the same answers on 2wiki's tune half at 1,100 tokens; after the
-    /// first, a small cap keeps them too). Returns the retrievals, and per question the context
-    /// it read when no second retrieval followed (that context is the question's).
+    /// first piece (a comparison's two retrievals taking turns), so that the cap keeps them and
+    /// drops the first retrieval's last (joining after the second or the sixth gave the same
+    /// answers on 2wiki's tune half at 1,100 tokens; after the first, a small cap keeps them too).
+    /// Returns the retrievals, and per question the context it read when no second retrieval
+    /// followed (that context is the question's).
     fn second_hop(
         &self,
         prepared: &Prepared,

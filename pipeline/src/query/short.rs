@@ -1674,7 +1674,7 @@ pub fn may_bridge(question: &str) -> bool {
 }
 
 /// The entities a second retrieval should look for: for a relation question, the entity its
-/// chain reaches before the evidence runs out ([`unanswered_bridge`]); for a comparison of role
+/// chain reaches before the evidence runs out (`unanswered_bridge`); for a comparison of role
 /// holders (`Which film has the director who died first, A or B?`), each holder the evidence
 /// names without the date compared. Empty when the evidence answers or names no one to ask
 /// about.
@@ -1694,7 +1694,7 @@ pub fn unanswered_bridges(question: &str, entities: &[String], sentences: &[Sent
 /// the last entity reached when a later hop is not stated, or the entity at the chain's end
 /// when no sentence about it gives what the question asks; none when the chain ends in an
 /// answer or no hop is found at all. A second retrieval about it may hold what is missing.
-pub fn unanswered_bridge(question: &str, entities: &[String], sentences: &[Sentence<'_>]) -> Option<String> {
+fn unanswered_bridge(question: &str, entities: &[String], sentences: &[Sentence<'_>]) -> Option<String> {
     if !single_factoid(question) {
         return None;
     }

@@ -148,6 +148,30 @@ fn options(question: &str) -> Option<(String, Vec<String>)> {
     (!a.is_empty() && !b.is_empty()).then(|| (head.to_lowercase(), vec![a.to_owned(), b.to_owned()]))
 }
 
+/// Two subjects a question writes with one role for both (`directors of films A and B`, `films
+/// A and B have the directors`), each with its role written out (`director of film A`).
+fn distributed(a: &str, b: &str) -> Option<(String, String)> {
+    let (lower_a, lower_b) = (a.to_lowercase(), b.to_lowercase());
+    for (role, _) in ROLE_CUES {
+        for work in ["film", "song", "album"] {
+            let both = format!("{role}s of {work}s ");
+            if lower_a.starts_with(&both) {
+                return Some((format!("{role} of {work} {}", &a[both.len()..]), format!("{role} of {work} {b}")));
+            }
+            let owned = format!(" have the {role}s");
+            let first =
+                [format!("{work}s: "), format!("{work}s ")].into_iter().find(|p| lower_a.starts_with(p.as_str()));
+            if let Some(first) = first
+                && lower_b.ends_with(&owned)
+            {
+                let b = &b[..b.len() - owned.len()];
+                return Some((format!("{role} of {work} {}", &a[first.len()..]), format!("{role} of {work} {b}")));
+            }
+        }
+    }
+    None
+}
+
 /// What `question` asks for, when it is a factoid.
 pub(super) fn asked(question: &str) -> Option<Asked> {
     let q = question.trim().to_lowercase();
@@ -166,7 +190,12 @@ pub(super) fn asked(question: &str) -> Option<Asked> {
                 .min()
                 .unwrap_or(body.len());
         let (a, b) = body[..end].split_once(" and ")?;
-        return Some(Asked::Same { subjects: vec![a.trim().to_owned(), b.trim().to_owned()] });
+        let (a, b) = (a.trim(), b.trim());
+        let subjects = match distributed(a, b) {
+            Some((a, b)) => vec![a, b],
+            None => vec![a.to_owned(), b.to_owned()],
+        };
+        return Some(Asked::Same { subjects });
     }
     if !yes_no && let Some((head, options)) = options(question) {
         let order = if head.contains("lived longer") || head.contains("longer life") {
@@ -1812,6 +1841,13 @@ mod tests {
             asked("Are Kelso Ford and Varn Hollow both located in the same country?"),
             Some(Asked::Same { subjects: vec!["Kelso Ford".into(), "Varn Hollow".into()] })
         );
+        // One role written for both subjects is the role of each.
+        let each = Some(Asked::Same {
+            subjects: vec!["director of film Grey Tide".into(), "director of film Salt Roads".into()],
+        });
+        assert_eq!(asked("Do both directors of films Grey Tide and Salt Roads share the same nationality?"), each);
+        assert_eq!(asked("Do both films: Grey Tide and Salt Roads have the directors from the same country?"), each);
+        assert_eq!(asked("Are both directors of films Grey Tide and Salt Roads from the same country?"), each);
     }
 
     #[test]

@@ -417,15 +417,7 @@ impl Engine {
             .zip(firsts)
             .map(|(retrieval, first)| {
                 let started = Instant::now();
-                let mut context = first.unwrap_or_else(|| {
-                    Context::assemble_with(
-                        &self.kb,
-                        &retrieval.rows,
-                        config.max_context_tokens,
-                        config.merges(),
-                        &self.counter,
-                    )
-                });
+                let mut context = first.unwrap_or_else(|| self.assemble(&retrieval.rows, config));
                 context.notes = retrieval.notes;
                 context.structure = retrieval.structure;
                 (context, retrieval.entity_matches, started.elapsed().as_secs_f64() * 1000.0)
@@ -438,6 +430,11 @@ impl Engine {
             .into_iter()
             .map(|(context, matches, ms)| (context, matches, ms * scale + shared_ms, embed_ms))
             .collect())
+    }
+
+    /// The context of `rows` under `config`'s cap and merging.
+    fn assemble(&self, rows: &[retrieve::Retrieved], config: &QueryConfig) -> Context {
+        Context::assemble_with(&self.kb, rows, config.max_context_tokens, config.merges(), &self.counter)
     }
 
     /// The second retrieval of relation questions (`query.second_hop`): each question's first
@@ -467,25 +464,26 @@ impl Engine {
                 if !short::may_bridge(question) {
                     return (None, Vec::new());
                 }
-                let context = Context::assemble_with(
-                    &self.kb,
-                    &r.rows,
-                    config.max_context_tokens,
-                    config.merges(),
-                    &self.counter,
-                );
+                let context = self.assemble(&r.rows, config);
                 let entities = generate::unanswered_bridges(question, &context);
                 if entities.is_empty() {
                     return (Some(context), Vec::new());
                 }
-                let asks = entities.into_iter().map(|e| (short::second_query(question, &e), e)).collect();
+                let asks = entities
+                    .into_iter()
+                    .map(|entity| {
+                        let text = short::second_query(question, &entity);
+                        (entity, text)
+                    })
+                    .collect();
                 (None, asks)
             })
             .unzip();
+        // (question, entity, what to ask about it)
         let asks: Vec<(usize, String, String)> = asks
             .into_iter()
             .enumerate()
-            .flat_map(|(i, a): (usize, Vec<(String, String)>)| a.into_iter().map(move |(text, e)| (i, e, text)))
+            .flat_map(|(i, a): (usize, Vec<(String, String)>)| a.into_iter().map(move |(e, text)| (i, e, text)))
             .collect();
         if asks.is_empty() {
             return Ok((retrievals, firsts));

@@ -234,34 +234,59 @@ She taught at the Aldra school of photography.\n",
     ),
 ];
 
-#[test]
-fn a_relation_question_retrieves_again_about_the_entity_its_chain_reached() {
-    let dir = tempfile::tempdir().unwrap();
-    let corpus = dir.path().join("corpus");
-    write_files(&corpus, SECOND_HOP_CORPUS);
-    let index = dir.path().join("index");
-    build(&index, &corpus, false);
-    let i = index.to_str().unwrap();
-    let ask = |second_hop: &str| {
+/// A tiny corpus built into an index, asked one question with and without the second hop.
+struct SecondHop {
+    _dir: tempfile::TempDir,
+    index: PathBuf,
+}
+
+impl SecondHop {
+    fn build(files: &[(&str, &[u8])]) -> SecondHop {
+        let dir = tempfile::tempdir().unwrap();
+        let corpus = dir.path().join("corpus");
+        write_files(&corpus, files);
+        let index = dir.path().join("index");
+        build(&index, &corpus, false);
+        SecondHop { _dir: dir, index }
+    }
+
+    /// The answer to `question` under `cap` tokens, by similarity and words only (entity and
+    /// bridge retrieval off, so that the first retrieval is what the question's words find),
+    /// with `query.second_hop` as given.
+    fn ask(&self, question: &str, cap: &str, second_hop: &str) -> Value {
         let mut env = ENV.to_vec();
-        // Similarity and words only, so that the first retrieval is the film's page alone.
         env.extend([
             ("FLEXSTRUCT_QUERY__ENTITIES", "false"),
             ("FLEXSTRUCT_QUERY__BRIDGES", "false"),
             ("FLEXSTRUCT_QUERY__SECOND_HOP", second_hop),
         ]);
-        let q = "Where was the director of film Grey Tide born?";
-        let out = run_env("query", &["--index", i, "--max-context-tokens", "200", "--jsonl", q], &env);
+        let args = ["--index", self.index.to_str().unwrap(), "--max-context-tokens", cap, "--jsonl", question];
+        let out = run_env("query", &args, &env);
         assert_eq!(out.code, 0, "{}", out.stderr);
         serde_json::from_str::<Value>(out.stdout.lines().next().unwrap()).unwrap()
-    };
-    let once = ask("0");
-    let docs = |a: &Value| a["evidence"].as_array().unwrap().iter().map(|e| e["doc_id"].clone()).collect::<Vec<_>>();
-    let varga = query(&index, "SELECT doc_id FROM documents WHERE title = 'Ilse Varga'")[0]["doc_id"].clone();
-    assert!(!docs(&once).contains(&varga), "{once}");
+    }
+
+    /// The id of the document titled `title`.
+    fn doc(&self, title: &str) -> Value {
+        query(&self.index, &format!("SELECT doc_id FROM documents WHERE title = '{title}'"))[0]["doc_id"].clone()
+    }
+}
+
+/// The documents of an answer's evidence.
+fn evidence_docs(answer: &Value) -> Vec<Value> {
+    answer["evidence"].as_array().unwrap().iter().map(|e| e["doc_id"].clone()).collect()
+}
+
+#[test]
+fn a_relation_question_retrieves_again_about_the_entity_its_chain_reached() {
+    let kb = SecondHop::build(SECOND_HOP_CORPUS);
+    let q = "Where was the director of film Grey Tide born?";
+    let varga = kb.doc("Ilse Varga");
+    let once = kb.ask(q, "200", "0");
+    assert!(!evidence_docs(&once).contains(&varga), "{once}");
     assert_ne!(once["answer"], "Kelso Ford", "{once}");
-    let twice = ask("4");
-    assert!(docs(&twice).contains(&varga), "{twice}");
+    let twice = kb.ask(q, "200", "4");
+    assert!(evidence_docs(&twice).contains(&varga), "{twice}");
     assert_eq!(twice["answer"], "Kelso Ford", "{twice}");
     assert!(twice["context_tokens"].as_u64().unwrap() <= 200, "{twice}");
 }
@@ -287,35 +312,15 @@ was born first, said another critic of the film.\n",
 
 #[test]
 fn a_comparison_of_directors_retrieves_again_about_each_undated_director() {
-    let dir = tempfile::tempdir().unwrap();
-    let corpus = dir.path().join("corpus");
-    write_files(&corpus, COMPARISON_CORPUS);
-    let index = dir.path().join("index");
-    build(&index, &corpus, false);
-    let i = index.to_str().unwrap();
-    let ask = |second_hop: &str| {
-        let mut env = ENV.to_vec();
-        env.extend([
-            ("FLEXSTRUCT_QUERY__ENTITIES", "false"),
-            ("FLEXSTRUCT_QUERY__BRIDGES", "false"),
-            ("FLEXSTRUCT_QUERY__SECOND_HOP", second_hop),
-        ]);
-        let q = "Which film has the director who was born first, Grey Tide or Salt Roads?";
-        let out = run_env("query", &["--index", i, "--max-context-tokens", "260", "--jsonl", q], &env);
-        assert_eq!(out.code, 0, "{}", out.stderr);
-        serde_json::from_str::<Value>(out.stdout.lines().next().unwrap()).unwrap()
-    };
-    let docs = |a: &Value| a["evidence"].as_array().unwrap().iter().map(|e| e["doc_id"].clone()).collect::<Vec<_>>();
-    let doc = |title: &str| {
-        query(&index, &format!("SELECT doc_id FROM documents WHERE title = '{title}'"))[0]["doc_id"].clone()
-    };
-    let (varga, castel) = (doc("Ilse Varga"), doc("Oren Castel"));
-    let once = ask("0");
-    assert!(!docs(&once).contains(&varga) && !docs(&once).contains(&castel), "{once}");
+    let kb = SecondHop::build(COMPARISON_CORPUS);
+    let q = "Which film has the director who was born first, Grey Tide or Salt Roads?";
+    let (varga, castel) = (kb.doc("Ilse Varga"), kb.doc("Oren Castel"));
+    let once = kb.ask(q, "260", "0");
+    assert!(!evidence_docs(&once).contains(&varga) && !evidence_docs(&once).contains(&castel), "{once}");
     // Without the directors' dates the films' own stand in: the earlier film, wrongly.
     assert_eq!(once["answer"], "Grey Tide", "{once}");
-    let twice = ask("4");
-    assert!(docs(&twice).contains(&varga) && docs(&twice).contains(&castel), "{twice}");
+    let twice = kb.ask(q, "260", "4");
+    assert!(evidence_docs(&twice).contains(&varga) && evidence_docs(&twice).contains(&castel), "{twice}");
     assert_eq!(twice["answer"], "Salt Roads", "{twice}");
     assert!(twice["context_tokens"].as_u64().unwrap() <= 260, "{twice}");
 }

@@ -46,12 +46,18 @@ pub fn sentence_ends(s: &str) -> Vec<usize> {
     ends
 }
 
-/// Whether the word just before a period is an abbreviation or an initial.
+/// Whether the word just before a period is an abbreviation or initials: one capital ("J."), or
+/// capitals joined by periods ("J.W.", "U.S.", "Y.W.C.A."), which in running text almost always
+/// go on ("J.W. Hart", "the U.S. Army") — the rare sentence that ends on them runs on into the
+/// next one instead of a name being cut in two.
 fn is_abbreviation_before(before: &str) -> bool {
     let word = before.rsplit(|c: char| c.is_whitespace() || c == '(').next().unwrap_or("");
     let lower = word.to_lowercase();
-    let single_initial = word.chars().count() == 1 && word.chars().all(char::is_uppercase);
-    single_initial || ABBREVIATIONS.contains(&lower.as_str())
+    let initials = word.split('.').all(|part| {
+        let mut chars = part.chars();
+        chars.next().is_some_and(char::is_uppercase) && chars.next().is_none()
+    });
+    initials || ABBREVIATIONS.contains(&lower.as_str())
 }
 
 /// Sentence spans of `range` in `text`, trimmed, non-empty.
@@ -177,6 +183,10 @@ mod tests {
             ]
         );
         assert_eq!(split("e.g. this stays. Then \"quoted.\" Next"), ["e.g. this stays.", "Then \"quoted.\"", "Next"]);
+        assert_eq!(
+            split("O.K. Connery is a film by J.W. Hart of the U.S. Navy and the Y.W.C.A. It ran. A.B.c. Ok."),
+            ["O.K. Connery is a film by J.W. Hart of the U.S. Navy and the Y.W.C.A. It ran.", "A.B.c.", "Ok."]
+        );
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! Hyperedges and edges are embedded as their text followed by the names of their entities, so
 //! that content and structural role are encoded together; entities as name and summary; chunks
 //! as their text (for the chunk baseline). Each vector records its model and the SHA-256 of the
-//! exact input text, so a rerun embeds only units whose input changed or that have no vector
-//! for the current model. The stage is configured by the index's embedding model, the `[embed]`
+//! exact input text, so a rerun embeds only texts its bucket had no vector of for the current
+//! model: a unit whose id moved (an edit earlier in its document renumbers the hyperedges after
+//! it) keeps the vector of its unchanged text. The stage is configured by the index's embedding model, the `[embed]`
 //! section ([`crate::models::EmbedConfig`]).
 
 use std::collections::{BTreeMap, HashMap};
@@ -37,7 +38,7 @@ pub struct EmbedDetails {
     pub engine: String,
     /// Units embedded in this run.
     pub embedded: u64,
-    /// Units whose vector was reused (same model, same input text).
+    /// Units whose vector was reused (same model, same input text in the bucket's previous run).
     pub reused: u64,
     /// Of the units embedded, those whose text another unit of their bucket has word for word
     /// (given that unit's vector: each distinct text is embedded once).
@@ -210,29 +211,24 @@ fn with_entities(text: &str, names: Option<&Vec<String>>) -> String {
     }
 }
 
-/// Vectors of a bucket's previous embeddings part for `model`, by (unit, id, input hash).
-fn previous_vectors(index: &Index, bucket: u32, model: &str) -> Result<HashMap<(String, String, String), Vec<f32>>> {
+/// Vectors of a bucket's previous embeddings part for `model`, by input hash: a vector is a
+/// function of the model and the exact text given to it, whatever unit or id the text had.
+fn previous_vectors(index: &Index, bucket: u32, model: &str) -> Result<HashMap<String, Vec<f32>>> {
     let path = index.bucket_path(Table::Embeddings, bucket);
     let mut out = HashMap::new();
     if !path.exists() {
         return Ok(out);
     }
     for batch in read_part(&path, Table::Embeddings)? {
-        let (u, id, m, sha) = (
-            string_column(&batch, col::UNIT)?,
-            string_column(&batch, col::ID)?,
-            string_column(&batch, col::MODEL)?,
-            string_column(&batch, col::INPUT_SHA256)?,
-        );
+        let (m, sha) = (string_column(&batch, col::MODEL)?, string_column(&batch, col::INPUT_SHA256)?);
         let vectors = typed::<FixedSizeListArray>(&batch, col::EMBEDDING)?;
         for i in 0..batch.num_rows() {
             if m.value(i) != model {
                 continue;
             }
-            out.insert(
-                (u.value(i).to_owned(), id.value(i).to_owned(), sha.value(i).to_owned()),
-                vector_at(vectors, i)?,
-            );
+            if !out.contains_key(sha.value(i)) {
+                out.insert(sha.value(i).to_owned(), vector_at(vectors, i)?);
+            }
         }
     }
     Ok(out)
@@ -250,15 +246,11 @@ struct Counts {
 /// its counts.
 fn embed_units(
     units: &[UnitText],
-    previous: &HashMap<(String, String, String), Vec<f32>>,
+    previous: &HashMap<String, Vec<f32>>,
     embedder: &dyn Embedder,
 ) -> Result<(RecordBatch, Counts)> {
     let hashes: Vec<String> = units.iter().map(|u| sha256_hex(u.text.as_bytes())).collect();
-    let mut vectors: Vec<Option<Vec<f32>>> = units
-        .iter()
-        .zip(&hashes)
-        .map(|(u, h)| previous.get(&(u.unit.name().to_owned(), u.id.clone(), h.clone())).cloned())
-        .collect();
+    let mut vectors: Vec<Option<Vec<f32>>> = hashes.iter().map(|h| previous.get(h).cloned()).collect();
     let missing: Vec<usize> = (0..units.len()).filter(|&i| vectors[i].is_none()).collect();
     // Identical texts (a sentence that is both a hyperedge and an edge without entity names, one
     // name with the same summary, …) are embedded once.
@@ -370,14 +362,38 @@ mod tests {
         assert_eq!(rows[0], embedder.0.embed(&[units[0].text.as_str()]).unwrap()[0]);
         assert_ne!(rows[0], rows[2]);
 
-        // A unit whose text is unchanged keeps its vector; an identical text among the fresh
-        // ones still counts once.
+        // Every unit whose text had a vector keeps it; only the new text is embedded.
         let hashes: Vec<String> = units.iter().map(|u| sha256_hex(u.text.as_bytes())).collect();
-        let previous: HashMap<(String, String, String), Vec<f32>> =
-            [(("hyperedge".to_owned(), "h1".to_owned(), hashes[0].clone()), rows[0].clone())].into();
+        let previous: HashMap<String, Vec<f32>> = [(hashes[0].clone(), rows[0].clone())].into();
         embedder.1.lock().unwrap().clear();
         let (_, counts) = embed_units(&units, &previous, &embedder).unwrap();
-        assert_eq!(counts, Counts { embedded: 3, reused: 1, identical: 1 });
-        assert_eq!(embedder.1.lock().unwrap().len(), 2);
+        assert_eq!(counts, Counts { embedded: 1, reused: 3, identical: 0 });
+        assert_eq!(*embedder.1.lock().unwrap(), [units[2].text.clone()]);
+    }
+
+    #[test]
+    fn a_rerun_keeps_the_vectors_of_texts_whose_ids_moved() {
+        // An edit at the top of a document renumbers every hyperedge after it: their ids change,
+        // their texts do not, and only the edited text is embedded again.
+        let embedder = Counting(HashingEmbedder::new(16), Mutex::default());
+        let before = [
+            unit(Unit::Hyperedge, "he-0", "The mill opened in 1850."),
+            unit(Unit::Hyperedge, "he-1", "The mill closed in 1911."),
+        ];
+        let (batch, _) = embed_units(&before, &HashMap::new(), &embedder).unwrap();
+        let vectors = typed::<FixedSizeListArray>(&batch, col::EMBEDDING).unwrap();
+        let previous: HashMap<String, Vec<f32>> =
+            (0..2).map(|i| (sha256_hex(before[i].text.as_bytes()), vector_at(vectors, i).unwrap())).collect();
+        let after = [
+            unit(Unit::Hyperedge, "he-0", "The mill opened in 1851."),
+            unit(Unit::Hyperedge, "he-1", "Its owner was Ada Rusk."),
+            unit(Unit::Hyperedge, "he-2", "The mill closed in 1911."),
+        ];
+        embedder.1.lock().unwrap().clear();
+        let (batch, counts) = embed_units(&after, &previous, &embedder).unwrap();
+        assert_eq!(counts, Counts { embedded: 2, reused: 1, identical: 0 });
+        assert_eq!(*embedder.1.lock().unwrap(), [after[0].text.clone(), after[1].text.clone()]);
+        let vectors = typed::<FixedSizeListArray>(&batch, col::EMBEDDING).unwrap();
+        assert_eq!(vector_at(vectors, 2).unwrap(), previous[&sha256_hex(after[2].text.as_bytes())]);
     }
 }

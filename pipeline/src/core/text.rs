@@ -47,17 +47,19 @@ pub fn sentence_ends(s: &str) -> Vec<usize> {
 }
 
 /// Whether the word just before a period is an abbreviation or initials: one capital ("J."), or
-/// capitals joined by periods ("J.W.", "U.S.", "Y.W.C.A."), which in running text almost always
-/// go on ("J.W. Hart", "the U.S. Army") — the rare sentence that ends on them runs on into the
-/// next one instead of a name being cut in two.
+/// letters joined by periods ("J.W.", "U.S.", "Y.W.C.A.", "a.k.a.", "p.m."), which in running
+/// text almost always go on ("J.W. Hart", "the U.S. Army") — the rare sentence that ends on them
+/// runs on into the next one instead of a name being cut in two.
 fn is_abbreviation_before(before: &str) -> bool {
     let word = before.rsplit(|c: char| c.is_whitespace() || c == '(').next().unwrap_or("");
     let lower = word.to_lowercase();
-    let initials = word.split('.').all(|part| {
+    let letter = |part: &str| {
         let mut chars = part.chars();
-        chars.next().is_some_and(char::is_uppercase) && chars.next().is_none()
-    });
-    initials || ABBREVIATIONS.contains(&lower.as_str())
+        chars.next().is_some_and(char::is_alphabetic) && chars.next().is_none()
+    };
+    let initial = letter(word) && word.chars().all(char::is_uppercase);
+    let joined = word.contains('.') && word.split('.').all(letter);
+    initial || joined || ABBREVIATIONS.contains(&lower.as_str())
 }
 
 /// Sentence spans of `range` in `text`, trimmed, non-empty.
@@ -184,8 +186,12 @@ mod tests {
         );
         assert_eq!(split("e.g. this stays. Then \"quoted.\" Next"), ["e.g. this stays.", "Then \"quoted.\"", "Next"]);
         assert_eq!(
-            split("O.K. Connery is a film by J.W. Hart of the U.S. Navy and the Y.W.C.A. It ran. A.B.c. Ok."),
-            ["O.K. Connery is a film by J.W. Hart of the U.S. Navy and the Y.W.C.A. It ran.", "A.B.c.", "Ok."]
+            split("O.K. Connery is a film by J.W. Hart of the U.S. Navy and the Y.W.C.A. It ran. A.Bc. Ok."),
+            ["O.K. Connery is a film by J.W. Hart of the U.S. Navy and the Y.W.C.A. It ran.", "A.Bc.", "Ok."]
+        );
+        assert_eq!(
+            split("The Bunch (a.k.a. Ghosts) is a 1980 film. It opens at 8 p.m. daily. A plan a. Then"),
+            ["The Bunch (a.k.a. Ghosts) is a 1980 film.", "It opens at 8 p.m. daily.", "A plan a.", "Then"]
         );
     }
 

@@ -24,7 +24,7 @@ use crate::io::parquet::string_column;
 /// Stage name.
 pub const STAGE: &str = Stage::Chunk.name();
 /// Bumped whenever the same document and config would chunk differently.
-const VERSION: &str = "3";
+const VERSION: &str = "4";
 
 /// The chunk stage's own figures of a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

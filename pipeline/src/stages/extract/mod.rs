@@ -37,7 +37,7 @@ use crate::io::{CallRecord, Failure, FailureKind, StageMetrics, UnitError};
 /// Stage name.
 pub const STAGE: &str = Stage::Extract.name();
 /// Bumped whenever the same chunks and config would extract differently.
-const VERSION: &str = "3";
+const VERSION: &str = "4";
 
 /// What an extractor is asked: the window prefix (oldest first) and the target chunk.
 #[derive(Debug, Clone, Copy)]

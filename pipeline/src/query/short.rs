@@ -154,9 +154,10 @@ fn distributed(a: &str, b: &str) -> Option<(String, String)> {
     let (lower_a, lower_b) = (a.to_lowercase(), b.to_lowercase());
     for (role, _) in ROLE_CUES {
         for work in ["film", "song", "album"] {
+            let each = |a: &str, b: &str| Some((format!("{role} of {work} {a}"), format!("{role} of {work} {b}")));
             let both = format!("{role}s of {work}s ");
             if lower_a.starts_with(&both) {
-                return Some((format!("{role} of {work} {}", &a[both.len()..]), format!("{role} of {work} {b}")));
+                return each(&a[both.len()..], b);
             }
             let owned = format!(" have the {role}s");
             let first =
@@ -164,8 +165,7 @@ fn distributed(a: &str, b: &str) -> Option<(String, String)> {
             if let Some(first) = first
                 && lower_b.ends_with(&owned)
             {
-                let b = &b[..b.len() - owned.len()];
-                return Some((format!("{role} of {work} {}", &a[first.len()..]), format!("{role} of {work} {b}")));
+                return each(&a[first.len()..], &b[..b.len() - owned.len()]);
             }
         }
     }

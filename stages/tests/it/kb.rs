@@ -168,6 +168,74 @@ fn removing_a_document_and_merging_equals_a_rebuild_without_it() {
 }
 
 #[test]
+fn an_edit_near_the_top_of_a_document_reembeds_only_the_texts_it_changed() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The sample as one JSONL file with given ids, so that an edited document keeps its id (a
+    // text file's id is derived from its content).
+    let corpus = tmp.path().join("corpus.jsonl");
+    let write_corpus = |edit: &dyn Fn(&str) -> String| {
+        let mut lines = String::new();
+        let mut files: Vec<PathBuf> =
+            std::fs::read_dir(sample_corpus()).unwrap().map(|entry| entry.unwrap().path()).collect();
+        files.sort();
+        for path in files {
+            let id = path.file_stem().unwrap().to_str().unwrap().to_owned();
+            let mut text = std::fs::read_to_string(&path).unwrap();
+            if id == "marrow-fen-restoration" {
+                text = edit(&text);
+            }
+            lines.push_str(&serde_json::json!({ "doc_id": id, "text": text }).to_string());
+            lines.push('\n');
+        }
+        std::fs::write(&corpus, lines).unwrap();
+    };
+    write_corpus(&|text| text.to_owned());
+    let index = tmp.path().join("index");
+    build(&index, &corpus, false);
+    let hyperedges = |index: &Path| {
+        query(
+            index,
+            "SELECT hyperedge_id, text FROM hyperedges WHERE doc_id = 'marrow-fen-restoration' ORDER BY item_idx",
+        )
+    };
+    let texts = |index: &Path| -> std::collections::BTreeSet<String> {
+        query(index, "SELECT DISTINCT input_sha256 FROM embeddings")
+            .iter()
+            .map(|row| row["input_sha256"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (before, old_texts) = (hyperedges(&index), texts(&index));
+
+    // One sentence more under the title: every hyperedge after it is renumbered, and so renamed.
+    write_corpus(&|text| {
+        let (title, rest) = text.split_once("\n\n").unwrap();
+        format!("{title}\n\nA shorter version appeared in the Eastmere Bulletin in 2019.\n\n{rest}")
+    });
+    let runs = build(&index, &corpus, false);
+    let moved = hyperedges(&index)
+        .iter()
+        .filter(|h| before.iter().any(|b| b["text"] == h["text"] && b["hyperedge_id"] != h["hyperedge_id"]))
+        .count();
+    assert!(moved * 10 >= before.len() * 9, "{moved} of {} hyperedges renamed", before.len());
+
+    // Only the texts the previous run had no vector for were embedded.
+    let embed = &runs[5].stderr;
+    let figure = |name: &str| -> usize {
+        let line = embed.lines().find(|l| l.contains(&format!(" {name}: "))).unwrap();
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let new_texts = texts(&index).difference(&old_texts).count();
+    assert_eq!(figure("embedded") - figure("identical"), new_texts, "{embed}");
+    assert!(new_texts > 0 && new_texts * 3 < moved, "{new_texts} texts embedded, {moved} hyperedges renamed");
+    assert!(figure("reused") > moved, "{embed}");
+
+    // The vectors kept are those a build from nothing gives: the kb is the same.
+    let fresh = tmp.path().join("fresh");
+    build(&fresh, &corpus, false);
+    assert_eq!(kb_dump(&index), kb_dump(&fresh));
+}
+
+#[test]
 fn a_sharded_merge_equals_one_merge_and_a_new_document_rewrites_only_its_bucket() {
     let tmp = tempfile::tempdir().unwrap();
     let single = tmp.path().join("single");

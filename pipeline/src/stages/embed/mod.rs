@@ -5,8 +5,8 @@
 //! as their text (for the chunk baseline). Each vector records its model and the SHA-256 of the
 //! exact input text, so a rerun embeds only texts its bucket had no vector of for the current
 //! model: a unit whose id moved (an edit earlier in its document renumbers the hyperedges after
-//! it) keeps the vector of its unchanged text. The stage is configured by the index's embedding model, the `[embed]`
-//! section ([`crate::models::EmbedConfig`]).
+//! it) keeps the vector of its unchanged text. The stage is configured by the index's embedding
+//! model, the `[embed]` section ([`crate::models::EmbedConfig`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

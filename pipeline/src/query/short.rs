@@ -1708,13 +1708,11 @@ pub fn may_bridge(question: &str) -> bool {
 /// names without the date compared. Empty when the evidence answers or names no one to ask
 /// about.
 pub fn unanswered_bridges(question: &str, entities: &[String], sentences: &[Sentence<'_>]) -> Vec<String> {
-    if !single_factoid(question) {
-        return Vec::new();
-    }
     match asked(question) {
-        Some(Asked::Choice { options, order, event, role: Some(role) }) => {
+        Some(Asked::Choice { options, order, event, role: Some(role) }) if single_factoid(question) => {
             Facts::new(sentences).undated_holders(&options, order, event, role)
         }
+        // Checks that the question is a single factoid itself.
         _ => unanswered_bridge(question, entities, sentences).into_iter().collect(),
     }
 }

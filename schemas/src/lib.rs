@@ -41,6 +41,7 @@ pub mod col {
     pub const TITLE: &str = "title";
     pub const TEXT: &str = "text";
     pub const SOURCE: &str = "source";
+    pub const CORPUS: &str = "corpus";
     pub const SHA256: &str = "sha256";
     pub const N_CHARS: &str = "n_chars";
 
@@ -269,10 +270,12 @@ impl Table {
     }
 
     /// Version of the table's layout, written into every part file and checked on read.
-    /// Version 2 of hyperedges, entities, edges and their kb tables added the `backend` column.
+    /// Version 2 of hyperedges, entities, edges and their kb tables added the `backend` column;
+    /// version 2 of documents the `corpus` column.
     pub fn schema_version(self) -> u32 {
         match self {
-            Table::Hyperedges
+            Table::Documents
+            | Table::Hyperedges
             | Table::Entities
             | Table::Edges
             | Table::KbHyperedges
@@ -382,7 +385,17 @@ fn fields(table: Table) -> Vec<Field> {
         f
     };
     match table {
-        Table::Documents => vec![utf8(DOC_ID), utf8_null(TITLE), utf8(TEXT), utf8(SOURCE), utf8(SHA256), i64_(N_CHARS)],
+        Table::Documents => {
+            vec![
+                utf8(DOC_ID),
+                utf8_null(TITLE),
+                utf8(TEXT),
+                utf8(SOURCE),
+                utf8(SHA256),
+                i64_(N_CHARS),
+                utf8_null(CORPUS),
+            ]
+        }
         Table::Chunks => chunk_fields(),
         Table::Items => vec![
             utf8(DOC_ID),
@@ -618,7 +631,10 @@ pub enum SchemaError {
         found: DataType,
     },
     /// Written by another version of the table layout.
-    #[error("table {table}, {location}: written with schema version {found}, this build reads version {expected}")]
+    #[error(
+        "table {table}, {location}: written with schema version {found}, this build reads version {expected} \
+         (rerun the stage that writes it; `make index` reruns them all)"
+    )]
     Version {
         /// Table being checked.
         table: Table,
@@ -692,16 +708,7 @@ pub fn check_schema(table: Table, found: &Schema, location: &str) -> Result<(), 
 
 /// Checks the flexstruct key-value metadata of a Parquet file (table name and schema version).
 pub fn check_metadata(table: Table, metadata: &HashMap<String, String>, location: &str) -> Result<(), SchemaError> {
-    match metadata.get(meta::TABLE) {
-        Some(found) if found == table.dir() => {}
-        found => {
-            return Err(SchemaError::WrongTable {
-                location: location.to_owned(),
-                found: found.cloned().unwrap_or_else(|| "none".to_owned()),
-                expected: table,
-            });
-        }
-    }
+    check_table_name(table, metadata, location)?;
     match metadata.get(meta::SCHEMA_VERSION) {
         Some(v) if v.parse::<u32>() == Ok(table.schema_version()) => Ok(()),
         found => Err(SchemaError::Version {
@@ -709,6 +716,18 @@ pub fn check_metadata(table: Table, metadata: &HashMap<String, String>, location
             location: location.to_owned(),
             found: found.cloned().unwrap_or_else(|| "none".to_owned()),
             expected: table.schema_version(),
+        }),
+    }
+}
+
+/// Checks that the flexstruct key-value metadata of a Parquet file names `table`.
+pub fn check_table_name(table: Table, metadata: &HashMap<String, String>, location: &str) -> Result<(), SchemaError> {
+    match metadata.get(meta::TABLE) {
+        Some(found) if found == table.dir() => Ok(()),
+        found => Err(SchemaError::WrongTable {
+            location: location.to_owned(),
+            found: found.cloned().unwrap_or_else(|| "none".to_owned()),
+            expected: table,
         }),
     }
 }

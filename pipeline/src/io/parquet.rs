@@ -12,7 +12,7 @@ use arrow::array::{
 };
 use arrow::compute::{filter_record_batch, kernels::cmp::eq};
 use arrow::datatypes::{DataType, Field};
-use flexstruct_schemas::{Table, check_metadata, check_schema, col, meta, part_metadata};
+use flexstruct_schemas::{Table, check_metadata, check_schema, check_table_name, col, meta, part_metadata};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
@@ -52,6 +52,16 @@ fn open_checked(path: &Path, table: Table) -> Result<(ParquetRecordBatchReaderBu
     Ok((builder, kv))
 }
 
+fn key_values(metadata: &parquet::file::metadata::ParquetMetaData) -> HashMap<String, String> {
+    metadata
+        .file_metadata()
+        .key_value_metadata()
+        .into_iter()
+        .flatten()
+        .filter_map(|kv| Some((kv.key.clone(), kv.value.clone()?)))
+        .collect()
+}
+
 /// Checks a part file's footer (its flexstruct metadata and Arrow schema) against `table`;
 /// returns the key-value metadata. `location` names the file in errors.
 pub fn check_footer(
@@ -60,13 +70,7 @@ pub fn check_footer(
     table: Table,
     location: &str,
 ) -> Result<HashMap<String, String>> {
-    let kv: HashMap<String, String> = metadata
-        .file_metadata()
-        .key_value_metadata()
-        .into_iter()
-        .flatten()
-        .filter_map(|kv| Some((kv.key.clone(), kv.value.clone()?)))
-        .collect();
+    let kv = key_values(metadata);
     check_metadata(table, &kv, location)?;
     check_schema(table, schema, location)?;
     Ok(kv)
@@ -207,6 +211,39 @@ fn read_rows(path: &Path, table: Table, columns: Option<&[&str]>) -> Result<Vec<
     }
     let reader = builder.build().map_err(Error::parquet("reading rows", path))?;
     reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| Error::parquet("reading rows", path)(e.into()))
+}
+
+/// Reads a part of `table` written with its current layout or an earlier one, with the layout
+/// version it was written with; `columns` (all when None) that the file lacks are left out. For
+/// the one stage whose rows are not recomputed from anything, ingest: it carries an older
+/// `documents` part forward and rewrites it in the current layout, where every other stage
+/// recomputes an older output and refuses an older input. The table name is always checked, the
+/// columns only for the current layout.
+pub fn read_part_any_layout(path: &Path, table: Table, columns: Option<&[&str]>) -> Result<(u32, Vec<RecordBatch>)> {
+    let file = File::open(path).map_err(Error::io("opening", path))?;
+    let mut builder =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(Error::parquet("reading the Parquet footer", path))?;
+    let location = path.display().to_string();
+    let kv = key_values(builder.metadata());
+    let version = kv.get(meta::SCHEMA_VERSION).and_then(|v| v.parse::<u32>().ok());
+    let version = match version {
+        Some(v) if v < table.schema_version() => {
+            check_table_name(table, &kv, &location)?;
+            v
+        }
+        _ => {
+            check_footer(builder.metadata(), builder.schema(), table, &location)?;
+            table.schema_version()
+        }
+    };
+    if let Some(columns) = columns {
+        let present = columns.iter().copied().filter(|c| builder.schema().field_with_name(c).is_ok());
+        let mask = parquet::arrow::ProjectionMask::columns(builder.parquet_schema(), present.collect::<Vec<_>>());
+        builder = builder.with_projection(mask);
+    }
+    let reader = builder.build().map_err(Error::parquet("reading rows", path))?;
+    let batches = reader.collect::<std::result::Result<Vec<_>, _>>();
+    Ok((version, batches.map_err(|e| Error::parquet("reading rows", path)(e.into()))?))
 }
 
 /// Reads every part of a table (an absent table reads as no rows).

@@ -183,6 +183,66 @@ fn prune_removes_documents_and_their_chunks() {
 }
 
 #[test]
+fn an_edited_file_replaces_its_older_version_in_its_own_corpus_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    write_files(
+        &a,
+        &[
+            ("same.txt", long_doc(1, 4).as_bytes()),
+            ("kept.txt", long_doc(2, 4).as_bytes()),
+            ("notes/moved.md", long_doc(3, 4).as_bytes()),
+        ],
+    );
+    write_files(&b, &[("same.txt", long_doc(4, 4).as_bytes())]);
+    let index = tmp.path().join("index");
+    let i = index.to_str().unwrap();
+    for corpus in [&a, &b] {
+        let (ingest, chunk) = ingest_chunk(&index, corpus, None);
+        assert_eq!((ingest.code, chunk.code), (0, 0), "{}", ingest.stderr);
+    }
+    let id_of = |corpus: &Path, source: &str| {
+        let sql = format!("SELECT doc_id FROM documents WHERE source = '{source}' AND corpus = '{}'", corpus.display());
+        query(&index, &sql).iter().map(|r| r["doc_id"].as_str().unwrap().to_owned()).collect::<Vec<_>>()
+    };
+    let old = id_of(&a, "same.txt");
+    assert_eq!(old.len(), 1);
+    let b_same = id_of(&b, "same.txt");
+    assert_eq!(b_same.len(), 1);
+
+    // An edit gives the file a new content-derived id; the version it replaces goes, with its
+    // chunks, and the other corpus's file of the same name stays.
+    std::fs::write(a.join("same.txt"), long_doc(5, 4)).unwrap();
+    let ingest = run("ingest", &["--index", i, "--corpus", a.to_str().unwrap()]);
+    let chunk = run("chunk", &["--index", i]);
+    assert!(ingest.stderr.contains("1 done, 2 up to date, 0 failed, 1 removed"), "{}", ingest.stderr);
+    assert!(ingest.stderr.contains("replaced: 1"), "{}", ingest.stderr);
+    assert!(chunk.stderr.contains("1 removed"), "{}", chunk.stderr);
+    let new = id_of(&a, "same.txt");
+    assert_eq!(new.len(), 1);
+    assert_ne!(new, old);
+    assert_eq!(id_of(&b, "same.txt"), b_same);
+    assert_eq!(scalar(&index, "SELECT count(*) FROM documents"), 4);
+    assert_eq!(scalar(&index, &format!("SELECT count(*) FROM chunks WHERE doc_id = '{}'", old[0])), 0);
+
+    // A file moved inside its corpus keeps its id (the same text) under its new name.
+    std::fs::create_dir_all(a.join("archive")).unwrap();
+    std::fs::rename(a.join("notes/moved.md"), a.join("archive/moved.md")).unwrap();
+    let ingest = run("ingest", &["--index", i, "--corpus", a.to_str().unwrap()]);
+    assert!(ingest.stderr.contains("0 done, 3 up to date, 0 failed, 0 removed"), "{}", ingest.stderr);
+    assert_eq!(id_of(&a, "archive/moved.md").len(), 1);
+    assert_eq!(scalar(&index, "SELECT count(*) FROM documents"), 4);
+
+    // A file that cannot be read this time is no proof of anything: its last version stays.
+    let kept = id_of(&a, "kept.txt");
+    std::fs::write(a.join("kept.txt"), b"\xff\xfe broken").unwrap();
+    let ingest = run("ingest", &["--index", i, "--corpus", a.to_str().unwrap()]);
+    assert_eq!(ingest.code, 1);
+    assert_eq!(id_of(&a, "kept.txt"), kept);
+    assert_eq!(scalar(&index, "SELECT count(*) FROM documents"), 4);
+}
+
+#[test]
 fn shards_partition_the_work_and_add_up_to_a_full_run() {
     let tmp = tempfile::tempdir().unwrap();
     let corpus = jsonl_corpus(tmp.path(), 40, 3);

@@ -1,15 +1,18 @@
 //! The ingest stage: a corpus (folder, JSON, JSON lines, Parquet) → the `documents` table.
 //!
 //! Documents are upserted by doc_id: new ones are added, changed ones replaced, and the others
-//! kept, so corpora can be added to an index piece by piece. `--prune` makes the shard's
-//! documents exactly the corpus given (and is refused when any input failed, since a document
-//! that could not be read this time must not be deleted). A bucket whose rows would not change
-//! is not rewritten, so an unchanged rerun leaves every file as it was.
+//! kept, so corpora can be added to an index piece by piece. A `.txt`/`.md` file is one document
+//! whose id comes from its text, so an edited file arrives under a new id: the version the same
+//! file of the same corpus gave before is then removed (the new one was read, so the old one is
+//! known to be gone from that file). `--prune` makes the shard's documents exactly the corpus
+//! given (and is refused when any input failed, since a document that could not be read this
+//! time must not be deleted). A bucket whose rows would not change is not rewritten, so an
+//! unchanged rerun leaves every file as it was.
 
 pub mod config;
 mod read;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,7 +32,7 @@ use crate::io::StageMetrics;
 use crate::io::failures::{self, Failure, FailureKind};
 use crate::io::files::remove_file;
 use crate::io::lock::{self, LockName};
-use crate::io::parquet::{opt_str, part_fingerprint, part_row_count, read_part, string_column, write_part};
+use crate::io::parquet::{opt_str, read_part_any_layout, string_column, write_part};
 
 /// Stage name.
 pub const STAGE: &str = Stage::Ingest.name();
@@ -39,6 +42,9 @@ pub const STAGE: &str = Stage::Ingest.name();
 pub struct IngestDetails {
     /// Files looked at.
     pub files: u64,
+    /// Documents removed because the file they were read from now holds another text (counted
+    /// in `units_removed` as well).
+    pub replaced: u64,
     /// Why `--prune` did not remove anything, when it was asked for and refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prune: Option<String>,
@@ -65,20 +71,56 @@ pub struct Document {
     pub title: Option<String>,
     /// Full text.
     pub text: String,
-    /// Where it was read from.
+    /// Where it was read from, inside its corpus.
     pub source: String,
     /// Hex SHA-256 of the text.
     pub sha256: String,
+    /// The corpus it was last ingested from, as an absolute path (None for a document ingested
+    /// before the column existed).
+    pub corpus: Option<String>,
 }
 
 impl Document {
     /// The document of a raw input, its text and title in Unicode NFC (so that `Zu\u{308}rich`
     /// and `Zürich` are one string for every later stage and for questions).
-    fn from_raw(raw: RawDoc) -> Document {
+    fn from_raw(raw: RawDoc, corpus: &str) -> Document {
         let text = nfc(raw.text);
         let sha256 = sha256_hex(text.as_bytes());
         let doc_id = raw.doc_id.unwrap_or_else(|| format!("doc-{}", &sha256[..16]));
-        Document { doc_id, title: raw.title.map(nfc), text, source: raw.source, sha256 }
+        let corpus = Some(corpus.to_owned());
+        Document { doc_id, title: raw.title.map(nfc), text, source: raw.source, sha256, corpus }
+    }
+}
+
+/// How a corpus is named in the `corpus` column and in the scope of its failures: its absolute
+/// path (made absolute lexically, so that a path that cannot be resolved still has a name).
+fn corpus_name(corpus: &Path) -> String {
+    std::path::absolute(corpus).unwrap_or_else(|_| corpus.to_owned()).to_string_lossy().into_owned()
+}
+
+/// Which documents already in the index the corpus being ingested supersedes: those that a file
+/// of this corpus gave before and that the file, read again whole, no longer gives.
+struct Supersedes {
+    corpus: String,
+    /// Sources of the whole-file documents read (and kept: not duplicates) this run.
+    files: HashSet<String>,
+    /// Every doc_id this run brings, in any shard.
+    incoming: HashSet<String>,
+}
+
+impl Supersedes {
+    /// `whole_files`: the sources of the whole-file documents read, before duplicates were
+    /// dropped; `docs`: the documents kept.
+    fn new(corpus: String, whole_files: &HashSet<String>, docs: &[Document]) -> Supersedes {
+        Supersedes {
+            corpus,
+            files: docs.iter().filter(|d| whole_files.contains(&d.source)).map(|d| d.source.clone()).collect(),
+            incoming: docs.iter().map(|d| d.doc_id.clone()).collect(),
+        }
+    }
+
+    fn row(&self, doc_id: &str, source: &str, corpus: Option<&str>) -> bool {
+        corpus == Some(self.corpus.as_str()) && self.files.contains(source) && !self.incoming.contains(doc_id)
     }
 }
 
@@ -89,6 +131,7 @@ pub fn run(ctx: &RunContext<'_>, config: &IngestConfig, options: &IngestOptions)
     index.check_shard(ctx.shard)?;
     let outcome = read_corpus(&options.corpus, config.max_document_bytes)?;
     let read_units = (outcome.docs.len() + outcome.failures.len()) as u64;
+    let corpus = corpus_name(&options.corpus);
     if options.prune && read_units == 0 {
         return Err(Error::Input {
             location: options.corpus.display().to_string(),
@@ -97,8 +140,10 @@ pub fn run(ctx: &RunContext<'_>, config: &IngestConfig, options: &IngestOptions)
                 .into(),
         });
     }
-    let (docs, mut failures) = assign_ids(outcome.docs);
+    let whole_files: HashSet<String> = outcome.docs.iter().filter(|d| d.whole_file).map(|d| d.source.clone()).collect();
+    let (docs, mut failures) = assign_ids(outcome.docs, &corpus);
     failures.splice(0..0, outcome.failures);
+    let supersedes = Supersedes::new(corpus.clone(), &whole_files, &docs);
 
     let mut by_bucket: BTreeMap<u32, Vec<Document>> = BTreeMap::new();
     for doc in docs.into_iter().filter(|d| ctx.shard.owns_doc(&d.doc_id)) {
@@ -124,19 +169,34 @@ pub fn run(ctx: &RunContext<'_>, config: &IngestConfig, options: &IngestOptions)
     for bucket in index.shard_buckets(ctx.shard) {
         let incoming = by_bucket.remove(&bucket).unwrap_or_default();
         let path = index.bucket_path(Table::Documents, bucket);
-        if incoming.is_empty() && !(prune && path.exists()) {
-            metrics.rows_out += part_row_count(&path)?;
+        if !path.exists() && incoming.is_empty() {
             continue;
         }
-        let n_incoming = incoming.len() as u64;
         // Read, merge and rewrite the bucket under its lock, so that a concurrent ingest's
         // documents are read back rather than overwritten.
         let _lock = lock::exclusive(index, LockName::DocumentsBucket(bucket))?;
-        let existing = read_documents(&path)?;
+        if incoming.is_empty() && !prune {
+            // Only the ids, sources and corpora, to learn whether the bucket holds a superseded
+            // document or is of an older layout.
+            let (rows, current) = bucket_keys(&path, &supersedes)?;
+            if current {
+                metrics.rows_out += rows;
+                continue;
+            }
+        }
+        let n_incoming = incoming.len() as u64;
+        let (version, mut existing) = read_documents_any_layout(&path)?;
+        existing.sort_by(|a, b| a.doc_id.cmp(&b.doc_id));
         let before: HashMap<String, String> = existing.iter().map(|d| (d.doc_id.clone(), d.sha256.clone())).collect();
         let mut rows: BTreeMap<String, Document> = BTreeMap::new();
         if !prune {
-            rows.extend(existing.into_iter().map(|d| (d.doc_id.clone(), d)));
+            for d in existing.iter().cloned() {
+                if supersedes.row(&d.doc_id, &d.source, d.corpus.as_deref()) {
+                    metrics.details.replaced += 1;
+                } else {
+                    rows.insert(d.doc_id.clone(), d);
+                }
+            }
         }
         for doc in incoming {
             if before.get(&doc.doc_id) == Some(&doc.sha256) {
@@ -151,11 +211,8 @@ pub fn run(ctx: &RunContext<'_>, config: &IngestConfig, options: &IngestOptions)
         let docs: Vec<Document> = rows.into_values().collect();
         if docs.is_empty() {
             remove_file(&path)?;
-        } else {
-            let fp = documents_fingerprint(&docs);
-            if part_fingerprint(&path, Table::Documents)?.as_deref() != Some(fp.as_str()) {
-                write_part(&path, Table::Documents, &fp, &[documents_batch(&docs)?])?;
-            }
+        } else if docs != existing || version < Table::Documents.schema_version() {
+            write_part(&path, Table::Documents, &documents_fingerprint(&docs), &[documents_batch(&docs)?])?;
         }
         ctx.progress.advance(n_incoming);
     }
@@ -176,8 +233,7 @@ pub fn run(ctx: &RunContext<'_>, config: &IngestConfig, options: &IngestOptions)
 /// A prune drops the failures of every other corpus of the shard: their inputs are gone.
 fn record_failures(ctx: &RunContext<'_>, corpus: &Path, prune: bool, failures: &[Failure]) -> Result<()> {
     let tag = ctx.shard.tag();
-    let corpus = std::path::absolute(corpus).unwrap_or_else(|_| corpus.to_owned());
-    let key = &sha256_hex(corpus.to_string_lossy().as_bytes())[..12];
+    let key = &sha256_hex(corpus_name(corpus).as_bytes())[..12];
     let scope = format!("{key}-{tag}");
     for other in failures::scopes(&ctx.index, STAGE)? {
         // `tag` alone: the single part of the shard written before failures were kept per corpus.
@@ -190,13 +246,13 @@ fn record_failures(ctx: &RunContext<'_>, corpus: &Path, prune: bool, failures: &
 }
 
 /// Gives every document its id and turns repeated ids into failures (the first one wins).
-fn assign_ids(raw: Vec<RawDoc>) -> (Vec<Document>, Vec<Failure>) {
+fn assign_ids(raw: Vec<RawDoc>, corpus: &str) -> (Vec<Document>, Vec<Failure>) {
     let mut seen: HashMap<String, String> = HashMap::new();
     let mut docs = Vec::new();
     let mut failures = Vec::new();
     for raw in raw {
         let given = raw.doc_id.is_some();
-        let doc = Document::from_raw(raw);
+        let doc = Document::from_raw(raw, corpus);
         if let Some(first) = seen.get(&doc.doc_id) {
             let what = if given { "doc_id" } else { "text (same content-derived doc_id)" };
             failures.push(Failure {
@@ -214,18 +270,22 @@ fn assign_ids(raw: Vec<RawDoc>) -> (Vec<Document>, Vec<Failure>) {
     (docs, failures)
 }
 
-/// Reads the documents of one part file.
-pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
+/// Reads the documents of one part file, of the current layout or an earlier one (whose rows
+/// have no corpus), with the layout version it was written with (the current one for a part
+/// that does not exist).
+pub fn read_documents_any_layout(path: &Path) -> Result<(u32, Vec<Document>)> {
     if !path.exists() {
-        return Ok(Vec::new());
+        return Ok((Table::Documents.schema_version(), Vec::new()));
     }
+    let (version, batches) = read_part_any_layout(path, Table::Documents, None)?;
     let mut docs = Vec::new();
-    for batch in read_part(path, Table::Documents)? {
+    for batch in batches {
         let ids = string_column(&batch, col::DOC_ID)?;
         let titles = string_column(&batch, col::TITLE)?;
         let texts = string_column(&batch, col::TEXT)?;
         let sources = string_column(&batch, col::SOURCE)?;
         let shas = string_column(&batch, col::SHA256)?;
+        let corpora = corpus_column(&batch)?;
         for i in 0..batch.num_rows() {
             docs.push(Document {
                 doc_id: ids.value(i).to_owned(),
@@ -233,12 +293,41 @@ pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
                 text: texts.value(i).to_owned(),
                 source: sources.value(i).to_owned(),
                 sha256: shas.value(i).to_owned(),
+                corpus: corpora.and_then(|c| opt_str(c, i)).map(str::to_owned),
             });
         }
     }
-    Ok(docs)
+    Ok((version, docs))
 }
 
+/// The `corpus` column of a batch of documents, absent from parts of the first layout.
+fn corpus_column(batch: &RecordBatch) -> Result<Option<&StringArray>> {
+    match batch.schema().column_with_name(col::CORPUS) {
+        Some(_) => Ok(Some(string_column(batch, col::CORPUS)?)),
+        None => Ok(None),
+    }
+}
+
+/// How many documents a part holds, and whether it can stay as it is: of the current layout,
+/// with no document that `supersedes` removes. Reads three columns, not the texts.
+fn bucket_keys(path: &Path, supersedes: &Supersedes) -> Result<(u64, bool)> {
+    let (version, batches) =
+        read_part_any_layout(path, Table::Documents, Some(&[col::DOC_ID, col::SOURCE, col::CORPUS]))?;
+    let mut current = version == Table::Documents.schema_version();
+    let mut rows = 0;
+    for batch in &batches {
+        let ids = string_column(batch, col::DOC_ID)?;
+        let sources = string_column(batch, col::SOURCE)?;
+        let corpora = corpus_column(batch)?;
+        rows += batch.num_rows() as u64;
+        current &= !(0..batch.num_rows())
+            .any(|i| supersedes.row(ids.value(i), sources.value(i), corpora.and_then(|c| opt_str(c, i))));
+    }
+    Ok((rows, current))
+}
+
+/// The fingerprint of a documents part: of what later stages read (the corpus a document came
+/// from is not among it, so that recording it changes nothing downstream).
 fn documents_fingerprint(docs: &[Document]) -> String {
     let mut parts = vec![STAGE.to_owned()];
     for d in docs {
@@ -257,6 +346,7 @@ fn documents_batch(docs: &[Document]) -> Result<RecordBatch> {
             Arc::new(docs.iter().map(|d| Some(d.source.as_str())).collect::<StringArray>()),
             Arc::new(docs.iter().map(|d| Some(d.sha256.as_str())).collect::<StringArray>()),
             Arc::new(Int64Array::from_iter_values(docs.iter().map(|d| d.text.chars().count() as i64))),
+            Arc::new(docs.iter().map(|d| d.corpus.as_deref()).collect::<StringArray>()),
         ],
     )?)
 }
@@ -266,17 +356,20 @@ mod tests {
     use super::*;
 
     fn raw(id: Option<&str>, text: &str, source: &str) -> RawDoc {
-        RawDoc { doc_id: id.map(Into::into), title: None, text: text.into(), source: source.into() }
+        RawDoc { doc_id: id.map(Into::into), title: None, text: text.into(), source: source.into(), whole_file: false }
     }
 
     #[test]
     fn ids_are_kept_or_derived_and_duplicates_fail() {
-        let (docs, failures) = assign_ids(vec![
-            raw(Some("x"), "one", "f:1"),
-            raw(None, "two", "f:2"),
-            raw(Some("x"), "three", "f:3"),
-            raw(None, "two", "g.txt"),
-        ]);
+        let (docs, failures) = assign_ids(
+            vec![
+                raw(Some("x"), "one", "f:1"),
+                raw(None, "two", "f:2"),
+                raw(Some("x"), "three", "f:3"),
+                raw(None, "two", "g.txt"),
+            ],
+            "/c",
+        );
         assert_eq!(docs.len(), 2);
         assert_eq!(docs[0].doc_id, "x");
         assert_eq!(docs[1].doc_id, format!("doc-{}", &sha256_hex(b"two")[..16]));

@@ -27,6 +27,9 @@ pub struct RawDoc {
     pub text: String,
     /// Where it came from: `file`, `file:line`, `file#element (line N)`, `file row N`.
     pub source: String,
+    /// Whether the document is a whole file (a `.txt` or `.md`), so that `source` names it: a
+    /// later version of the same file replaces it.
+    pub whole_file: bool,
 }
 
 /// What reading a corpus produced.
@@ -169,7 +172,7 @@ fn read_file(path: &Path, unit: &str, max_bytes: u64, out: &mut ReadOutcome) {
                     .then(|| markdown_title(&text))
                     .flatten()
                     .or_else(|| Path::new(unit).file_stem().map(|s| s.to_string_lossy().into_owned()));
-                out.docs.push(RawDoc { doc_id: None, title, text, source: unit.to_owned() });
+                out.docs.push(RawDoc { doc_id: None, title, text, source: unit.to_owned(), whole_file: true });
             }
             Err(f) => out.failures.push(f),
         },
@@ -349,7 +352,7 @@ fn push_json_doc(value: Value, unit: &str, max_bytes: u64, out: &mut ReadOutcome
             return;
         }
     };
-    push_text_doc(RawDoc { doc_id, title, text, source: unit.to_owned() }, max_bytes, out);
+    push_text_doc(RawDoc { doc_id, title, text, source: unit.to_owned(), whole_file: false }, max_bytes, out);
 }
 
 fn type_name(v: &Value) -> &'static str {
@@ -426,7 +429,7 @@ fn read_parquet(path: &Path, file: &str, max_bytes: u64, out: &mut ReadOutcome) 
             }
             let title = titles.as_ref().and_then(|a| a.is_valid(i).then(|| a.value(i).to_owned()));
             let text = texts.value(i).to_owned();
-            push_text_doc(RawDoc { doc_id, title, text, source: unit }, max_bytes, out);
+            push_text_doc(RawDoc { doc_id, title, text, source: unit, whole_file: false }, max_bytes, out);
         }
     }
 }

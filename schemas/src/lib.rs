@@ -553,6 +553,7 @@ pub fn eval_results_schema() -> SchemaRef {
             utf8("question"),
             utf8("answer"),
             Field::new("short_answer", DataType::Utf8, true),
+            utf8_list("gold"),
             f64_("em"),
             f64_("f1"),
             f64_null("ge"),

@@ -97,6 +97,9 @@ pub struct Row {
     pub answer: String,
     /// Its direct answer, when the generator gave one apart (what EM and F1 score).
     pub short_answer: Option<String>,
+    /// The set's reference answers (what EM, F1 and answer recall compare with), so that a miss
+    /// can be read from the row alone.
+    pub gold: Vec<String>,
     /// Exact match (0/1).
     pub em: f64,
     /// Token F1.
@@ -181,6 +184,7 @@ pub fn evaluate(
                 question: q.question.clone(),
                 answer: a.answer.clone(),
                 short_answer: a.short_answer.clone(),
+                gold: q.answers.clone(),
                 em: exact_match(scored, &q.answers),
                 f1,
                 ge: ge.map(|scores| judge::ge(&scores, f1)),
@@ -321,6 +325,7 @@ mod tests {
             question: String::new(),
             answer: String::new(),
             short_answer: None,
+            gold: Vec::new(),
             em,
             f1: em,
             ge: None,

@@ -126,6 +126,7 @@ mod tests {
             question: String::new(),
             answer: String::new(),
             short_answer: None,
+            gold: Vec::new(),
             em: 0.0,
             f1: 0.0,
             ge: None,

@@ -97,6 +97,20 @@ fn strategies_side_by_side_and_at_an_equal_budget() {
         assert!(r["context_tokens"].as_u64().unwrap() <= budget, "{r}");
     }
     assert_eq!(results(&out).len(), 5 * 12);
+    // Each row carries the reference answers beside the answer given, and EM compares the two.
+    for r in results(&out) {
+        let gold: Vec<&str> = r["gold"].as_array().unwrap().iter().map(|g| g.as_str().unwrap()).collect();
+        assert!(!gold.is_empty(), "{r}");
+        let given = r["short_answer"].as_str().unwrap_or_else(|| r["answer"].as_str().unwrap());
+        // SQuAD's normalisation: lower case, no punctuation, no articles.
+        let norm = |t: &str| {
+            let t: String = t.to_lowercase().chars().map(|c| if c.is_alphanumeric() { c } else { ' ' }).collect();
+            t.split_whitespace().filter(|w| !["a", "an", "the"].contains(w)).collect::<Vec<_>>().join(" ")
+        };
+        if r["em"] == 1.0 {
+            assert!(gold.iter().any(|g| norm(g) == norm(given)), "{r}");
+        }
+    }
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(
         report.contains("| hybrid | 12 |") && report.contains("not measured") && report.contains("## Cost"),

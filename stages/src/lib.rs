@@ -130,7 +130,7 @@ pub fn exit(result: anyhow::Result<Outcome>) -> ExitCode {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::Partial) => ExitCode::from(1),
         Err(e) => {
-            say!("error: {e:#}");
+            say!("error: {}", flexstruct_pipeline::core::chain_message(e.as_ref()));
             if let Some(hint) = hint(&e) {
                 say!("hint: {hint}");
             }

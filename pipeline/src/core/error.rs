@@ -327,13 +327,18 @@ impl Error {
 }
 
 /// The message of an error followed by its causes, `: `-separated (what anyhow's `{:#}` prints),
-/// for messages that go into tables (a failure row) and for tests.
+/// for the binaries' error line, messages that go into tables (a failure row) and tests. A cause
+/// whose text the message already holds is left out: DataFusion's errors repeat their cause in
+/// their own text, which printed every schema error three times.
 pub fn chain_message(error: &dyn std::error::Error) -> String {
     let mut message = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
         source = cause.source();
     }
     message
@@ -348,6 +353,16 @@ impl From<datafusion::error::DataFusionError> for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cause_the_message_already_holds_is_said_once() {
+        let inner = datafusion::error::DataFusionError::Plan("table 'x' not found".into());
+        let outer = datafusion::error::DataFusionError::Context("planning".into(), Box::new(inner));
+        let e = Error::from(outer);
+        let message = chain_message(&e);
+        assert_eq!(message.matches("table 'x' not found").count(), 1, "{message}");
+        assert!(message.starts_with("query failed: "), "{message}");
+    }
 
     #[test]
     fn causes_are_kept_and_context_is_named() {

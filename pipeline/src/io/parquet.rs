@@ -204,9 +204,20 @@ pub fn read_part(path: &Path, table: Table) -> Result<Vec<RecordBatch>> {
 
 /// The rows of one part file, all columns or only `columns`.
 fn read_rows(path: &Path, table: Table, columns: Option<&[&str]>) -> Result<Vec<RecordBatch>> {
-    let (mut builder, _) = open_checked(path, table)?;
+    let (builder, _) = open_checked(path, table)?;
+    decode(builder, columns, path)
+}
+
+/// Decodes the rows of an opened part file: all columns, or those of `columns` it has.
+fn decode(
+    mut builder: ParquetRecordBatchReaderBuilder<File>,
+    columns: Option<&[&str]>,
+    path: &Path,
+) -> Result<Vec<RecordBatch>> {
     if let Some(columns) = columns {
-        let mask = parquet::arrow::ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
+        let present: Vec<&str> =
+            columns.iter().copied().filter(|c| builder.schema().field_with_name(c).is_ok()).collect();
+        let mask = parquet::arrow::ProjectionMask::columns(builder.parquet_schema(), present);
         builder = builder.with_projection(mask);
     }
     let reader = builder.build().map_err(Error::parquet("reading rows", path))?;
@@ -221,7 +232,7 @@ fn read_rows(path: &Path, table: Table, columns: Option<&[&str]>) -> Result<Vec<
 /// columns only for the current layout.
 pub fn read_part_any_layout(path: &Path, table: Table, columns: Option<&[&str]>) -> Result<(u32, Vec<RecordBatch>)> {
     let file = File::open(path).map_err(Error::io("opening", path))?;
-    let mut builder =
+    let builder =
         ParquetRecordBatchReaderBuilder::try_new(file).map_err(Error::parquet("reading the Parquet footer", path))?;
     let location = path.display().to_string();
     let kv = key_values(builder.metadata());
@@ -236,14 +247,7 @@ pub fn read_part_any_layout(path: &Path, table: Table, columns: Option<&[&str]>)
             table.schema_version()
         }
     };
-    if let Some(columns) = columns {
-        let present = columns.iter().copied().filter(|c| builder.schema().field_with_name(c).is_ok());
-        let mask = parquet::arrow::ProjectionMask::columns(builder.parquet_schema(), present.collect::<Vec<_>>());
-        builder = builder.with_projection(mask);
-    }
-    let reader = builder.build().map_err(Error::parquet("reading rows", path))?;
-    let batches = reader.collect::<std::result::Result<Vec<_>, _>>();
-    Ok((version, batches.map_err(|e| Error::parquet("reading rows", path)(e.into()))?))
+    Ok((version, decode(builder, columns, path)?))
 }
 
 /// Reads every part of a table (an absent table reads as no rows).

@@ -24,16 +24,22 @@ const CORPUS: &str = r#"{"doc_id": "kestrel", "title": "Kestrel Valley", "text":
 {"doc_id": "harbour", "title": "Port Ellery", "text": "Port Ellery Harbour opened in 1887.\n\nThe harbour master, Ana Lind, keeps the tide tables. Lind moved the pilot station in 1990."}
 "#;
 
-/// Builds and merges the fixture index in `dir`.
-pub fn fixture(dir: &Path) -> Index {
-    let corpus = dir.join("corpus.jsonl");
-    std::fs::write(&corpus, CORPUS).unwrap();
+/// The configuration the fixture index is built with.
+pub fn fixture_config() -> Config {
     let mut config = Config::default();
     config.index.buckets = Some(4);
     config.embed.model = "hashing-16".into();
     // Small clusters, so that two short documents have some.
     config.cluster.min_cluster_size = 2;
     config.cluster.min_samples = 1;
+    config
+}
+
+/// Builds and merges the fixture index in `dir`.
+pub fn fixture(dir: &Path) -> Index {
+    let corpus = dir.join("corpus.jsonl");
+    std::fs::write(&corpus, CORPUS).unwrap();
+    let config = fixture_config();
     let index = Index::open_or_create(&dir.join("index"), config.index.buckets).unwrap();
     let ctx = RunContext {
         index: index.clone(),

@@ -7,7 +7,6 @@ use std::path::Path;
 
 use arrow::array::RecordBatch;
 use flexstruct_pipeline::compose;
-use flexstruct_pipeline::config::Config;
 use flexstruct_pipeline::io::parquet::{part_fingerprint, read_part};
 use flexstruct_pipeline::stages::ingest::IngestOptions;
 use flexstruct_pipeline::stages::{NoProgress, RunContext, Stage};
@@ -42,21 +41,11 @@ fn age(path: &Path, table: Table, added: &[&str]) {
     writer.close().unwrap();
 }
 
-/// The configuration the fixture index was built with.
-fn fixture_config() -> Config {
-    let mut config = Config::default();
-    config.index.buckets = Some(4);
-    config.embed.model = "hashing-16".into();
-    config.cluster.min_cluster_size = 2;
-    config.cluster.min_samples = 1;
-    config
-}
-
 #[test]
 fn outputs_of_an_older_layout_are_rewritten_by_their_stage() {
     let tmp = tempfile::tempdir().unwrap();
     let index = crate::slt::fixture(tmp.path());
-    let config = fixture_config();
+    let config = crate::slt::fixture_config();
     let kb = index.parts(Table::KbEntities).unwrap()[0].clone();
     let entities = index.parts(Table::Entities).unwrap();
     age(&kb, Table::KbEntities, &[]);
@@ -78,7 +67,7 @@ fn outputs_of_an_older_layout_are_rewritten_by_their_stage() {
 fn documents_of_the_first_layout_are_carried_forward_by_ingest() {
     let tmp = tempfile::tempdir().unwrap();
     let index = crate::slt::fixture(tmp.path());
-    let config = fixture_config();
+    let config = crate::slt::fixture_config();
     let parts = index.parts(Table::Documents).unwrap();
     let fingerprints: Vec<_> = parts.iter().map(|p| part_fingerprint(p, Table::Documents).unwrap()).collect();
     let chunks = index.parts(Table::Chunks).unwrap();

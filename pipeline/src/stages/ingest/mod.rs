@@ -92,6 +92,22 @@ impl Document {
     }
 }
 
+/// A stored document but for its text (which its hash stands for): what tells whether a bucket's
+/// part must be rewritten.
+#[derive(Debug, PartialEq, Eq)]
+struct Stored {
+    sha256: String,
+    title: Option<String>,
+    source: String,
+    corpus: Option<String>,
+}
+
+impl Stored {
+    fn of(d: &Document) -> Stored {
+        Stored { sha256: d.sha256.clone(), title: d.title.clone(), source: d.source.clone(), corpus: d.corpus.clone() }
+    }
+}
+
 /// How a corpus is named in the `corpus` column and in the scope of its failures: its absolute
 /// path (made absolute lexically, so that a path that cannot be resolved still has a name).
 fn corpus_name(corpus: &Path) -> String {
@@ -185,12 +201,12 @@ pub fn run(ctx: &RunContext<'_>, config: &IngestConfig, options: &IngestOptions)
             }
         }
         let n_incoming = incoming.len() as u64;
-        let (version, mut existing) = read_documents_any_layout(&path)?;
-        existing.sort_by(|a, b| a.doc_id.cmp(&b.doc_id));
-        let before: HashMap<String, String> = existing.iter().map(|d| (d.doc_id.clone(), d.sha256.clone())).collect();
+        let (version, existing) = read_documents_any_layout(&path)?;
+        let before: HashMap<String, Stored> = existing.iter().map(|d| (d.doc_id.clone(), Stored::of(d))).collect();
+        let mut changed = version < Table::Documents.schema_version();
         let mut rows: BTreeMap<String, Document> = BTreeMap::new();
         if !prune {
-            for d in existing.iter().cloned() {
+            for d in existing {
                 if supersedes.row(&d.doc_id, &d.source, d.corpus.as_deref()) {
                     metrics.details.replaced += 1;
                 } else {
@@ -199,19 +215,22 @@ pub fn run(ctx: &RunContext<'_>, config: &IngestConfig, options: &IngestOptions)
             }
         }
         for doc in incoming {
-            if before.get(&doc.doc_id) == Some(&doc.sha256) {
+            let was = before.get(&doc.doc_id);
+            if was.is_some_and(|b| b.sha256 == doc.sha256) {
                 metrics.units_skipped += 1;
             } else {
                 metrics.units_done += 1;
             }
+            changed |= was != Some(&Stored::of(&doc));
             rows.insert(doc.doc_id.clone(), doc);
         }
-        metrics.units_removed += before.keys().filter(|id| !rows.contains_key(*id)).count() as u64;
+        let removed = before.keys().filter(|id| !rows.contains_key(*id)).count() as u64;
+        metrics.units_removed += removed;
         metrics.rows_out += rows.len() as u64;
         let docs: Vec<Document> = rows.into_values().collect();
         if docs.is_empty() {
             remove_file(&path)?;
-        } else if docs != existing || version < Table::Documents.schema_version() {
+        } else if changed || removed > 0 {
             write_part(&path, Table::Documents, &documents_fingerprint(&docs), &[documents_batch(&docs)?])?;
         }
         ctx.progress.advance(n_incoming);

@@ -16,9 +16,12 @@ pub mod sql;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, FixedSizeListArray, Float64Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::Field;
+use arrow::array::{
+    Array, AsArray, FixedSizeListArray, Float32Array, Float64Array, Int64Array, RecordBatch, StringArray,
+};
+use arrow::datatypes::{DataType, Field};
 use flexstruct_schemas::{Table, col};
+use futures::StreamExt;
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -27,7 +30,7 @@ pub use sql::{kb_queries, register_functions};
 use super::Stage;
 use super::driver::RunContext;
 use crate::core::ids::fingerprint;
-use crate::core::models::{DERIVED_PERCENTILE, derive_threshold};
+use crate::core::models::{DERIVED_PERCENTILE, ThresholdSample};
 use crate::core::units::Unit;
 use crate::core::{Error, IndexProblem, Result, threads};
 use crate::io::ann::{AnnConfig, write_ann_files};
@@ -36,7 +39,7 @@ use crate::io::kb::write_vector_files;
 use crate::io::lock::{self, LockName};
 use crate::io::parquet::{
     KB_BUCKET_TABLES, kb_parts_fingerprint, output_fingerprint, part_fingerprint, part_row_count, row_count,
-    string_column, typed, vector_at, write_part,
+    string_column, typed, write_part,
 };
 use crate::io::sql::IndexSql;
 use crate::io::{Index, Shard, StageMetrics};
@@ -220,20 +223,11 @@ fn merge_thresholds(
         let mut tables = KB_BUCKET_TABLES.to_vec();
         tables.push(Table::Entities);
         let sql = IndexSql::open_tables(index, &tables).await?;
-        // The vectors in the kb's own order (as one merge of the whole index wrote them), so that
-        // the sample of pairs, and so the thresholds, do not depend on how the kb is partitioned.
-        let mut thresholds = Vec::new();
-        for (table, order) in [
-            (Table::KbHyperedges, format!("{}, {}", col::DOC_ID, col::ITEM_IDX)),
-            (Table::KbEdges, format!("{}, {}", col::DOC_ID, col::EDGE_ID)),
-            (Table::KbChunks, format!("{}, {}", col::DOC_ID, col::CHUNK_IDX)),
-        ] {
-            let query = format!("SELECT {} FROM {} ORDER BY {order}", col::EMBEDDING, table.sql_name());
-            let batches = sql.context().sql(&query).await?.collect().await?;
-            if let Some(unit) = threshold_unit(table) {
-                thresholds.extend(derived_threshold(unit, &batches)?);
-            }
-        }
+        let mut thresholds: Vec<(Unit, f32, usize)> = threshold_samples(&sql)
+            .await?
+            .into_iter()
+            .filter_map(|(unit, sample)| sample.threshold().map(|(tau, pairs)| (unit, tau, pairs)))
+            .collect();
         // A chunk holds several sentences, so a question is no closer to a chunk than to its best
         // fact: the chunks' threshold is never above the hyperedges' (chunks of one author or
         // genre are alike, which raised theirs well above it on the novels, starving the chunk
@@ -394,29 +388,55 @@ async fn check_vectors(sql: &IndexSql, index: &Index, model: &str) -> Result<()>
     Ok(())
 }
 
-/// The unit whose similarity threshold is derived from a kb table's vectors.
-fn threshold_unit(table: Table) -> Option<Unit> {
-    match table {
-        Table::KbHyperedges => Some(Unit::Hyperedge),
-        Table::KbEdges => Some(Unit::Edge),
-        Table::KbChunks => Some(Unit::Chunk),
-        _ => None,
+/// The samples the hyperedges', edges' and chunks' thresholds are derived from, read from the
+/// kb (`sql` has its tables). Each unit is offered to its table's sample as the rows come, in
+/// whatever order: a sample holds the units of lowest keys, so it does not depend on the row
+/// order or on how the kb is partitioned, and only its vectors are ever held.
+pub async fn threshold_samples(sql: &IndexSql) -> Result<Vec<(Unit, ThresholdSample)>> {
+    let mut samples = Vec::new();
+    for (unit, table, id) in [
+        (Unit::Hyperedge, Table::KbHyperedges, col::HYPEREDGE_ID),
+        (Unit::Edge, Table::KbEdges, col::EDGE_ID),
+        (Unit::Chunk, Table::KbChunks, col::CHUNK_IDX),
+    ] {
+        let query = format!(
+            "SELECT concat({doc}, '#', CAST({id} AS VARCHAR)) AS unit_key, {embedding} FROM {table} \
+             WHERE {embedding} IS NOT NULL",
+            doc = col::DOC_ID,
+            embedding = col::EMBEDDING,
+            table = table.sql_name()
+        );
+        let mut rows = sql.context().sql(&query).await?.execute_stream().await?;
+        let mut sample = ThresholdSample::default();
+        while let Some(batch) = rows.next().await {
+            offer_rows(&mut sample, &batch?)?;
+        }
+        samples.push((unit, sample));
     }
+    Ok(samples)
 }
 
-/// The threshold of `unit` derived from the vectors of its kb rows ([`derive_threshold`]), with
-/// the pairs it was measured on; none when the table has fewer than two vectors.
-fn derived_threshold(unit: Unit, batches: &[RecordBatch]) -> Result<Option<(Unit, f32, usize)>> {
-    let (mut flat, mut dim, mut rows) = (Vec::new(), 0, 0);
-    for batch in batches {
-        let list = typed::<FixedSizeListArray>(batch, col::EMBEDDING)?;
-        dim = list.value_length() as usize;
-        for row in (0..batch.num_rows()).filter(|&r| list.is_valid(r)) {
-            flat.extend(vector_at(list, row)?);
-            rows += 1;
-        }
+/// Offers each row of `batch` (`unit_key`, embedding) to `sample`.
+fn offer_rows(sample: &mut ThresholdSample, batch: &RecordBatch) -> Result<()> {
+    // `concat` may give a string view; the keys are read as plain strings whatever it gives.
+    let keys = batch
+        .column_by_name("unit_key")
+        .ok_or_else(|| Error::Internal("the threshold sample's query gave no `unit_key`".into()))?;
+    let keys = arrow::compute::cast(keys, &DataType::Utf8)?;
+    let keys = keys.as_string::<i32>();
+    let vectors = typed::<FixedSizeListArray>(batch, col::EMBEDDING)?;
+    let floats = vectors
+        .values()
+        .as_any()
+        .downcast_ref::<Float32Array>()
+        .ok_or_else(|| Error::Internal("embedding values are not f32".into()))?
+        .values();
+    let width = vectors.value_length() as usize;
+    for row in (0..batch.num_rows()).filter(|&r| vectors.is_valid(r)) {
+        let at = vectors.value_offset(row) as usize;
+        sample.offer(keys.value(row), &floats[at..at + width]);
     }
-    Ok(derive_threshold(&flat, dim, rows).map(|(tau, pairs)| (unit, tau, pairs)))
+    Ok(())
 }
 
 fn thresholds_batch(model: &str, thresholds: &[(Unit, f32, usize)]) -> Result<RecordBatch> {

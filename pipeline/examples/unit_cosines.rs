@@ -3,19 +3,16 @@
 //! `cargo run -p flexstruct-pipeline --example unit_cosines -- INDEX...`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use flexstruct_pipeline::config::Config;
 use flexstruct_pipeline::io::Index;
-use flexstruct_pipeline::io::parquet::KB_BUCKET_TABLES;
-use flexstruct_pipeline::io::sql::IndexSql;
 use flexstruct_pipeline::stages::merge::threshold_samples;
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let config = Config::load(None).unwrap();
     for path in std::env::args().skip(1) {
         let index = Index::open(std::path::Path::new(&path)).unwrap();
-        let samples = runtime.block_on(async {
-            let sql = IndexSql::open_tables(&index, &KB_BUCKET_TABLES).await.unwrap();
-            threshold_samples(&sql).await.unwrap()
-        });
+        // No kb fingerprint: the vectors are decoded from Parquet, whatever vector files exist.
+        let samples = threshold_samples(&index, &config.embed.model, None).unwrap();
         for (unit, sample) in samples {
             let mut c = sample.cosines();
             if c.is_empty() {

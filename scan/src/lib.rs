@@ -20,6 +20,7 @@
 
 mod gelu;
 mod ivf;
+pub mod le;
 mod softmax;
 pub use gelu::gelu;
 pub use ivf::{Ivf, default_lists};

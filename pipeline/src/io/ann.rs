@@ -98,8 +98,15 @@ fn read_file(index: &Index, table: Table) -> Result<Option<(AnnHeader, Vec<u8>)>
         return Ok(None);
     }
     let Ok(header) = serde_json::from_slice::<AnnHeader>(json) else { return Ok(None) };
-    let words = header.lists * header.dim + header.lists + 1 + header.rows;
-    Ok((body.len() as u64 == 4 * words).then(|| (header, body.to_vec())))
+    // Checked: the sizes come from a file, which may be damaged.
+    let words = header
+        .lists
+        .checked_mul(header.dim)
+        .and_then(|w| w.checked_add(header.lists))
+        .and_then(|w| w.checked_add(header.rows))
+        .and_then(|w| w.checked_add(1))
+        .and_then(|w| w.checked_mul(4));
+    Ok((words == Some(body.len() as u64)).then(|| (header, body.to_vec())))
 }
 
 /// `table`'s approximate index, when its file is current: built from `rows` vectors of
@@ -109,18 +116,19 @@ pub fn read_ann(index: &Index, table: Table, model: &str, kb: &str, rows: usize)
     if header.table != table.dir() || header.model != model || header.kb != kb || header.rows != rows as u64 {
         return Ok(None);
     }
-    let mut words = body.chunks_exact(4).map(|b| [b[0], b[1], b[2], b[3]]);
     let (lists, dim) = (header.lists as usize, header.dim as usize);
-    let centroids: Vec<f32> = words.by_ref().take(lists * dim).map(f32::from_le_bytes).collect();
-    let offsets: Vec<u32> = words.by_ref().take(lists + 1).map(u32::from_le_bytes).collect();
-    let members: Vec<u32> = words.map(u32::from_le_bytes).collect();
+    let mut centroids = vec![0f32; lists * dim];
+    let (centroid_bytes, rest) = body.split_at(4 * centroids.len());
+    flexstruct_scan::le::read_f32_le(centroid_bytes, &mut centroids);
+    let (offset_bytes, member_bytes) = rest.split_at(4 * (lists + 1));
+    let (offsets, members) = (flexstruct_scan::le::u32s_le(offset_bytes), flexstruct_scan::le::u32s_le(member_bytes));
     Ivf::from_parts(dim, rows, centroids, offsets, members).map(Some).map_err(|problem| {
         Error::Internal(format!("{}: not a usable approximate index: {problem}", ann_file(index, table).display()))
     })
 }
 
 /// Builds and writes the approximate index of every kb table with vectors that `config` says
-/// needs one and that has no current one of kb `kb` (the merge's last step, after the vector
+/// needs one and that has no current one of kb `kb` (the merge's global step, after the vector
 /// files); returns the tables it wrote.
 pub fn write_ann_files(index: &Index, model: &str, kb: &str, config: &AnnConfig) -> Result<Vec<Table>> {
     let mut written = Vec::new();
@@ -146,8 +154,9 @@ pub fn write_ann_files(index: &Index, model: &str, kb: &str, config: &AnnConfig)
         };
         let json = serde_json::to_string(&header).map_err(|e| Error::Internal(e.to_string()))?;
         let mut bytes = format!("{MAGIC}\n{json}\n").into_bytes();
-        bytes.extend(ivf.centroids().iter().flat_map(|v| v.to_le_bytes()));
-        bytes.extend(ivf.offsets().iter().chain(ivf.members()).flat_map(|v| v.to_le_bytes()));
+        flexstruct_scan::le::extend_f32_le(&mut bytes, ivf.centroids());
+        flexstruct_scan::le::extend_u32_le(&mut bytes, ivf.offsets());
+        flexstruct_scan::le::extend_u32_le(&mut bytes, ivf.members());
         write_file_atomic(&path, &bytes)?;
         written.push(table);
     }
@@ -203,6 +212,15 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let err = read_ann(&index, table, "m", "kb-1", 40).unwrap_err().to_string();
         assert!(err.contains("vectors.ivf") && err.contains("two lists"), "{err}");
+        // A header whose sizes overflow when multiplied: not read, never a panic.
+        let mut lines = bytes.splitn(3, |&b| b == b'\n');
+        let (magic, json) = (lines.next().unwrap(), lines.next().unwrap());
+        let mut header: AnnHeader = serde_json::from_slice(json).unwrap();
+        (header.lists, header.dim) = (u64::MAX / 2, 3);
+        let mut damaged = [magic, b"\n", serde_json::to_string(&header).unwrap().as_bytes(), b"\n"].concat();
+        damaged.extend_from_slice(lines.next().unwrap());
+        std::fs::write(&path, &damaged).unwrap();
+        assert!(read_ann(&index, table, "m", "kb-1", 40).unwrap().is_none());
         assert!(AnnConfig { probes: 0, ..config }.validate().is_err());
     }
 }

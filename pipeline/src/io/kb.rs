@@ -423,9 +423,7 @@ fn read_vector_file(
         let mut bytes = vec![0u8; 4 * into.len()];
         let at = start + 4 * (block * BLOCK_FLOATS) as u64;
         file.read_exact_at(&mut bytes, at).map_err(Error::io("reading the vector file", &path))?;
-        for (value, bytes) in into.iter_mut().zip(bytes.chunks_exact(4)) {
-            *value = f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-        }
+        flexstruct_scan::le::read_f32_le(&bytes, into);
         Ok::<_, Error>(())
     };
     let vectors = match precision {
@@ -470,7 +468,7 @@ pub(super) fn current_vectors(
 }
 
 /// Writes the vector file of every kb table with vectors ([`VECTOR_TABLES`]) that has none of kb
-/// `kb` yet (the merge's last step, under its exclusive kb lock); returns how many it wrote.
+/// `kb` yet (the merge's global step, first, under its exclusive kb lock); returns how many it wrote.
 pub fn write_vector_files(index: &Index, model: &str, kb: &str) -> Result<usize> {
     let mut written = 0;
     for table in VECTOR_TABLES {
@@ -493,8 +491,10 @@ pub fn write_vector_files(index: &Index, model: &str, kb: &str) -> Result<usize>
             let mut out = BufWriter::with_capacity(1 << 20, file);
             let json = serde_json::to_string(&header).map_err(|e| Error::Internal(e.to_string()))?;
             writeln!(out, "{MAGIC}\n{json}").map_err(Error::io("writing the vector file", &path))?;
+            let mut bytes = Vec::with_capacity(4 * BLOCK_FLOATS);
             for block in vectors.chunks(BLOCK_FLOATS) {
-                let bytes: Vec<u8> = block.iter().flat_map(|v| v.to_le_bytes()).collect();
+                bytes.clear();
+                flexstruct_scan::le::extend_f32_le(&mut bytes, block);
                 out.write_all(&bytes).map_err(Error::io("writing the vector file", &path))?;
             }
             let file = out.into_inner().map_err(|e| Error::io("writing the vector file", &path)(e.into_error()))?;

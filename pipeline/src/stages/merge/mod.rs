@@ -16,12 +16,9 @@ pub mod sql;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow::array::{
-    Array, AsArray, FixedSizeListArray, Float32Array, Float64Array, Int64Array, RecordBatch, StringArray,
-};
+use arrow::array::{Array, AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field};
 use flexstruct_schemas::{Table, col};
-use futures::StreamExt;
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -35,7 +32,7 @@ use crate::core::units::Unit;
 use crate::core::{Error, IndexProblem, Result, threads};
 use crate::io::ann::{AnnConfig, write_ann_files};
 use crate::io::files::remove_file;
-use crate::io::kb::write_vector_files;
+use crate::io::kb::{Floats, Precision, read_kb_table, write_vector_files};
 use crate::io::lock::{self, LockName};
 use crate::io::parquet::{
     KB_BUCKET_TABLES, kb_parts_fingerprint, output_fingerprint, part_fingerprint, part_row_count, row_count,
@@ -182,10 +179,11 @@ fn merge_bucket(
     Ok(())
 }
 
-/// Derives the global parts from every bucket's kb parts: the thresholds (with the fingerprint
-/// of all kb parts, which a reader checks) and the run's statistics, then the vector files of
-/// that kb ([`crate::io::kb`]; also for a kb merged before they existed) and the approximate
-/// indexes of its large tables ([`crate::io::ann`]).
+/// Derives the global parts from every bucket's kb parts: the vector files of that kb
+/// ([`crate::io::kb`]; also for a kb merged before they existed), the approximate indexes of its
+/// large tables ([`crate::io::ann`]), and last the thresholds (with the fingerprint of all kb
+/// parts, which a reader checks: a kb whose thresholds are current has all the rest) and the
+/// run's statistics.
 fn merge_global(
     index: &Index,
     (model, ann): (&str, &AnnConfig),
@@ -193,19 +191,21 @@ fn merge_global(
     metrics: &mut MergeMetrics,
 ) -> Result<()> {
     let expected = kb_parts_fingerprint(index, &KB_BUCKET_TABLES)?;
-    let path = index.kb_part(Table::KbThresholds);
-    if output_fingerprint(&path, Table::KbThresholds)?.as_deref() == Some(expected.as_str()) {
-        metrics.units_skipped += 1;
-    } else {
-        merge_thresholds(index, model, runtime, metrics, &expected)?;
-        metrics.units_done += 1;
-    }
+    // The vector files first: the approximate indexes are built from them, and the thresholds'
+    // sample reads its vectors from them.
     write_vector_files(index, model, &expected)?;
     let started = std::time::Instant::now();
     let built = write_ann_files(index, model, &expected, ann)?;
     if !built.is_empty() {
         metrics.details.approximate_indexes = built.iter().map(|t| t.dir().to_owned()).collect();
         metrics.details.approximate_seconds = started.elapsed().as_secs_f64();
+    }
+    let path = index.kb_part(Table::KbThresholds);
+    if output_fingerprint(&path, Table::KbThresholds)?.as_deref() == Some(expected.as_str()) {
+        metrics.units_skipped += 1;
+    } else {
+        merge_thresholds(index, model, runtime, metrics, &expected)?;
+        metrics.units_done += 1;
     }
     Ok(())
 }
@@ -219,24 +219,21 @@ fn merge_thresholds(
     expected: &str,
 ) -> Result<()> {
     let path = index.kb_part(Table::KbThresholds);
+    let mut thresholds: Vec<(Unit, f32, usize)> = threshold_samples(index, model, Some(expected))?
+        .into_iter()
+        .filter_map(|(unit, sample)| sample.threshold().map(|(tau, pairs)| (unit, tau, pairs)))
+        .collect();
+    // A chunk holds several sentences, so a question is no closer to a chunk than to its best
+    // fact: the chunks' threshold is never above the hyperedges' (chunks of one author or genre
+    // are alike, which raised theirs well above it on the novels, starving the chunk baselines
+    // of a full context).
+    let hyperedge_tau = thresholds.iter().find(|t| t.0 == Unit::Hyperedge).map(|t| t.1);
+    for t in thresholds.iter_mut().filter(|t| t.0 == Unit::Chunk) {
+        t.1 = hyperedge_tau.map_or(t.1, |h| t.1.min(h));
+    }
+    metrics.details.thresholds = thresholds.iter().map(|t| (t.0.name().to_owned(), t.1)).collect();
     runtime.block_on(async {
-        let mut tables = KB_BUCKET_TABLES.to_vec();
-        tables.push(Table::Entities);
-        let sql = IndexSql::open_tables(index, &tables).await?;
-        let mut thresholds: Vec<(Unit, f32, usize)> = threshold_samples(&sql)
-            .await?
-            .into_iter()
-            .filter_map(|(unit, sample)| sample.threshold().map(|(tau, pairs)| (unit, tau, pairs)))
-            .collect();
-        // A chunk holds several sentences, so a question is no closer to a chunk than to its best
-        // fact: the chunks' threshold is never above the hyperedges' (chunks of one author or
-        // genre are alike, which raised theirs well above it on the novels, starving the chunk
-        // baselines of a full context).
-        let hyperedge_tau = thresholds.iter().find(|t| t.0 == Unit::Hyperedge).map(|t| t.1);
-        for t in thresholds.iter_mut().filter(|t| t.0 == Unit::Chunk) {
-            t.1 = hyperedge_tau.map_or(t.1, |h| t.1.min(h));
-        }
-        metrics.details.thresholds = thresholds.iter().map(|t| (t.0.name().to_owned(), t.1)).collect();
+        let sql = IndexSql::open_tables(index, &[Table::Entities]).await?;
         // The hyperdegree distribution, for the run record.
         let stats = sql
             .context()
@@ -255,8 +252,9 @@ fn merge_thresholds(
                 metrics.details.hyperdegree_histogram.insert(bins.value(i).to_owned(), counts.value(i));
             }
         }
-        write_part(&path, Table::KbThresholds, expected, &[thresholds_batch(model, &thresholds)?])
-    })
+        Ok::<(), Error>(())
+    })?;
+    write_part(&path, Table::KbThresholds, expected, &[thresholds_batch(model, &thresholds)?])
 }
 
 /// The fingerprint of one bucket's kb parts merged from its current per-document parts with
@@ -389,54 +387,38 @@ async fn check_vectors(sql: &IndexSql, index: &Index, model: &str) -> Result<()>
 }
 
 /// The samples the hyperedges', edges' and chunks' thresholds are derived from, read from the
-/// kb (`sql` has its tables). Each unit is offered to its table's sample as the rows come, in
-/// whatever order: a sample holds the units of lowest keys, so it does not depend on the row
-/// order or on how the kb is partitioned, and only its vectors are ever held.
-pub async fn threshold_samples(sql: &IndexSql) -> Result<Vec<(Unit, ThresholdSample)>> {
+/// kb of `model`'s vectors: the vectors come from the vector files of kb `kb` when they are
+/// current (the merge writes them first), and are decoded from Parquet otherwise. Each unit is
+/// offered under its document and id; a sample keeps the units of lowest keys, whatever the order
+/// of the rows, and holds only their vectors.
+pub fn threshold_samples(index: &Index, model: &str, kb: Option<&str>) -> Result<Vec<(Unit, ThresholdSample)>> {
     let mut samples = Vec::new();
     for (unit, table, id) in [
         (Unit::Hyperedge, Table::KbHyperedges, col::HYPEREDGE_ID),
         (Unit::Edge, Table::KbEdges, col::EDGE_ID),
         (Unit::Chunk, Table::KbChunks, col::CHUNK_IDX),
     ] {
-        let query = format!(
-            "SELECT concat({doc}, '#', CAST({id} AS VARCHAR)) AS unit_key, {embedding} FROM {table} \
-             WHERE {embedding} IS NOT NULL",
-            doc = col::DOC_ID,
-            embedding = col::EMBEDDING,
-            table = table.sql_name()
-        );
-        let mut rows = sql.context().sql(&query).await?.execute_stream().await?;
+        let read = read_kb_table(index, table, &[col::DOC_ID, id], (model, Precision::F32), kb)?;
+        let Floats::F32(vectors) = &read.vectors else {
+            return Err(Error::Internal(format!("{table}: vectors read at half precision")));
+        };
+        let docs = string_column(&read.batch, col::DOC_ID)?;
+        // Chunk positions are numbers: every id is read as text.
+        let ids = read.batch.column_by_name(id).ok_or_else(|| Error::Internal(format!("{table}: no `{id}` read")))?;
+        let ids = arrow::compute::cast(ids, &DataType::Utf8)?;
+        let ids = ids.as_string::<i32>();
         let mut sample = ThresholdSample::default();
-        while let Some(batch) = rows.next().await {
-            offer_rows(&mut sample, &batch?)?;
+        let mut key = String::new();
+        for (row, vector) in vectors.chunks_exact(read.dim.max(1)).enumerate().take(read.batch.num_rows()) {
+            key.clear();
+            key.push_str(docs.value(row));
+            key.push('#');
+            key.push_str(ids.value(row));
+            sample.offer(&key, vector);
         }
         samples.push((unit, sample));
     }
     Ok(samples)
-}
-
-/// Offers each row of `batch` (`unit_key`, embedding) to `sample`.
-fn offer_rows(sample: &mut ThresholdSample, batch: &RecordBatch) -> Result<()> {
-    // `concat` may give a string view; the keys are read as plain strings whatever it gives.
-    let keys = batch
-        .column_by_name("unit_key")
-        .ok_or_else(|| Error::Internal("the threshold sample's query gave no `unit_key`".into()))?;
-    let keys = arrow::compute::cast(keys, &DataType::Utf8)?;
-    let keys = keys.as_string::<i32>();
-    let vectors = typed::<FixedSizeListArray>(batch, col::EMBEDDING)?;
-    let floats = vectors
-        .values()
-        .as_any()
-        .downcast_ref::<Float32Array>()
-        .ok_or_else(|| Error::Internal("embedding values are not f32".into()))?
-        .values();
-    let width = vectors.value_length() as usize;
-    for row in (0..batch.num_rows()).filter(|&r| vectors.is_valid(r)) {
-        let at = vectors.value_offset(row) as usize;
-        sample.offer(keys.value(row), &floats[at..at + width]);
-    }
-    Ok(())
 }
 
 fn thresholds_batch(model: &str, thresholds: &[(Unit, f32, usize)]) -> Result<RecordBatch> {

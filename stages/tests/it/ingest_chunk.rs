@@ -185,7 +185,9 @@ fn prune_removes_documents_and_their_chunks() {
 #[test]
 fn an_edited_file_replaces_its_older_version_in_its_own_corpus_only() {
     let tmp = tempfile::tempdir().unwrap();
-    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    // Its real path: a corpus is recorded under its real path.
+    let root = tmp.path().canonicalize().unwrap();
+    let (a, b) = (root.join("a"), root.join("b"));
     write_files(
         &a,
         &[
@@ -232,6 +234,19 @@ fn an_edited_file_replaces_its_older_version_in_its_own_corpus_only() {
     assert!(ingest.stderr.contains("0 done, 3 up to date, 0 failed, 0 removed"), "{}", ingest.stderr);
     assert_eq!(id_of(&a, "archive/moved.md").len(), 1);
     assert_eq!(scalar(&index, "SELECT count(*) FROM documents"), 4);
+
+    // The same folder reached another way (through `..`, or a symlink) is the same corpus: an
+    // edit read through it replaces the older version as well.
+    for (round, path) in [a.join("notes").join(".."), root.join("link")].into_iter().enumerate() {
+        if round == 1 {
+            std::os::unix::fs::symlink(&a, &path).unwrap();
+        }
+        std::fs::write(a.join("same.txt"), long_doc(6 + round, 4)).unwrap();
+        let ingest = run("ingest", &["--index", i, "--corpus", path.to_str().unwrap()]);
+        assert!(ingest.stderr.contains("replaced: 1"), "{}: {}", path.display(), ingest.stderr);
+        assert_eq!(id_of(&a, "same.txt").len(), 1);
+        assert_eq!(scalar(&index, "SELECT count(*) FROM documents"), 4);
+    }
 
     // A file that cannot be read this time is no proof of anything: its last version stays.
     let kept = id_of(&a, "kept.txt");

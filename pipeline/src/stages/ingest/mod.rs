@@ -108,16 +108,46 @@ impl Stored {
     }
 }
 
-/// How a corpus is named in the `corpus` column and in the scope of its failures: its absolute
-/// path (made absolute lexically, so that a path that cannot be resolved still has a name).
-fn corpus_name(corpus: &Path) -> String {
-    std::path::absolute(corpus).unwrap_or_else(|_| corpus.to_owned()).to_string_lossy().into_owned()
+/// How a corpus is named in the `corpus` column and in the scope of its failures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CorpusName {
+    /// Its canonical path (absolute, with `.`, `..` and symlinks resolved), so that one folder
+    /// is one corpus however it is reached; a path that cannot be resolved is named by its
+    /// lexically absolute form.
+    name: String,
+    /// The lexically absolute path, when it differs: every corpus was named so before, and the
+    /// documents and failures recorded under that name are this corpus's too.
+    earlier: Option<String>,
+}
+
+impl CorpusName {
+    fn of(corpus: &Path) -> CorpusName {
+        let lexical = std::path::absolute(corpus).unwrap_or_else(|_| corpus.to_owned()).to_string_lossy().into_owned();
+        match std::fs::canonicalize(corpus) {
+            Ok(real) => {
+                let name = real.to_string_lossy().into_owned();
+                let earlier = (name != lexical).then_some(lexical);
+                CorpusName { name, earlier }
+            }
+            Err(_) => CorpusName { name: lexical, earlier: None },
+        }
+    }
+
+    /// Whether a document's recorded corpus is this one.
+    fn is(&self, recorded: Option<&str>) -> bool {
+        recorded.is_some_and(|r| r == self.name || self.earlier.as_deref() == Some(r))
+    }
+
+    /// The scope key of this corpus's failures under `name` (12 hex digits of its SHA-256).
+    fn key(name: &str) -> String {
+        sha256_hex(name.as_bytes())[..12].to_owned()
+    }
 }
 
 /// Which documents already in the index the corpus being ingested supersedes: those that a file
 /// of this corpus gave before and that the file, read again whole, no longer gives.
 struct Supersedes {
-    corpus: String,
+    corpus: CorpusName,
     /// Sources of the whole-file documents read (and kept: not duplicates) this run.
     files: HashSet<String>,
     /// Every doc_id this run brings, in any shard.
@@ -127,7 +157,7 @@ struct Supersedes {
 impl Supersedes {
     /// `whole_files`: the sources of the whole-file documents read, before duplicates were
     /// dropped; `docs`: the documents kept.
-    fn new(corpus: String, whole_files: &HashSet<String>, docs: &[Document]) -> Supersedes {
+    fn new(corpus: CorpusName, whole_files: &HashSet<String>, docs: &[Document]) -> Supersedes {
         Supersedes {
             corpus,
             files: docs.iter().filter(|d| whole_files.contains(&d.source)).map(|d| d.source.clone()).collect(),
@@ -136,7 +166,7 @@ impl Supersedes {
     }
 
     fn row(&self, doc_id: &str, source: &str, corpus: Option<&str>) -> bool {
-        corpus == Some(self.corpus.as_str()) && self.files.contains(source) && !self.incoming.contains(doc_id)
+        self.corpus.is(corpus) && self.files.contains(source) && !self.incoming.contains(doc_id)
     }
 }
 
@@ -147,7 +177,7 @@ pub fn run(ctx: &RunContext<'_>, config: &IngestConfig, options: &IngestOptions)
     index.check_shard(ctx.shard)?;
     let outcome = read_corpus(&options.corpus, config.max_document_bytes)?;
     let read_units = (outcome.docs.len() + outcome.failures.len()) as u64;
-    let corpus = corpus_name(&options.corpus);
+    let corpus = CorpusName::of(&options.corpus);
     if options.prune && read_units == 0 {
         return Err(Error::Input {
             location: options.corpus.display().to_string(),
@@ -157,9 +187,9 @@ pub fn run(ctx: &RunContext<'_>, config: &IngestConfig, options: &IngestOptions)
         });
     }
     let whole_files: HashSet<String> = outcome.docs.iter().filter(|d| d.whole_file).map(|d| d.source.clone()).collect();
-    let (docs, mut failures) = assign_ids(outcome.docs, &corpus);
+    let (docs, mut failures) = assign_ids(outcome.docs, &corpus.name);
     failures.splice(0..0, outcome.failures);
-    let supersedes = Supersedes::new(corpus.clone(), &whole_files, &docs);
+    let supersedes = Supersedes::new(corpus, &whole_files, &docs);
 
     let mut by_bucket: BTreeMap<u32, Vec<Document>> = BTreeMap::new();
     for doc in docs.into_iter().filter(|d| ctx.shard.owns_doc(&d.doc_id)) {
@@ -239,7 +269,7 @@ pub fn run(ctx: &RunContext<'_>, config: &IngestConfig, options: &IngestOptions)
     // Each input failure is recorded by one shard only: the one owning its document, or shard 0
     // for an input that never became a document.
     failures.retain(|f| f.doc_id.as_deref().map_or(ctx.shard.index == 0, |d| ctx.shard.owns_doc(d)));
-    record_failures(ctx, &options.corpus, prune, &failures)?;
+    record_failures(ctx, &supersedes.corpus, prune, &failures)?;
     metrics.units_failed = failures.len() as u64;
     metrics.details.files = outcome.files;
     metrics.failures = failures;
@@ -250,13 +280,16 @@ pub fn run(ctx: &RunContext<'_>, config: &IngestConfig, options: &IngestOptions)
 /// Records the failures of reading `corpus` (replacing those of its previous run, kept apart from
 /// other corpora's: failures of an input stay until that input is read without one or pruned).
 /// A prune drops the failures of every other corpus of the shard: their inputs are gone.
-fn record_failures(ctx: &RunContext<'_>, corpus: &Path, prune: bool, failures: &[Failure]) -> Result<()> {
+fn record_failures(ctx: &RunContext<'_>, corpus: &CorpusName, prune: bool, failures: &[Failure]) -> Result<()> {
     let tag = ctx.shard.tag();
-    let key = &sha256_hex(corpus_name(corpus).as_bytes())[..12];
-    let scope = format!("{key}-{tag}");
+    let scope = format!("{}-{tag}", CorpusName::key(&corpus.name));
+    let earlier = corpus.earlier.as_deref().map(|name| format!("{}-{tag}", CorpusName::key(name)));
     for other in failures::scopes(&ctx.index, STAGE)? {
-        // `tag` alone: the single part of the shard written before failures were kept per corpus.
-        let stale = other == tag || (prune && other != scope && other.ends_with(&format!("-{tag}")));
+        // `tag` alone: the single part of the shard written before failures were kept per corpus;
+        // `earlier`: this corpus's, recorded under the name corpora had before.
+        let stale = other == tag
+            || earlier.as_ref() == Some(&other)
+            || (prune && other != scope && other.ends_with(&format!("-{tag}")));
         if stale {
             failures::replace(&ctx.index, STAGE, &other, &[])?;
         }
@@ -395,5 +428,32 @@ mod tests {
         assert_eq!(failures.len(), 2);
         assert_eq!(failures[0].message, "f:3: duplicate doc_id `x`, first seen at f:1");
         assert!(failures[1].message.starts_with("g.txt: duplicate text"));
+    }
+
+    #[test]
+    fn a_corpus_is_named_by_its_real_path_and_still_answers_to_its_earlier_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().canonicalize().unwrap().join("corpus");
+        std::fs::create_dir_all(real.join("sub")).unwrap();
+        let plain = CorpusName::of(&real);
+        assert_eq!(plain, CorpusName { name: real.to_string_lossy().into_owned(), earlier: None });
+        // Through `..`: the same name, and the lexical form it had before is still this corpus.
+        let around = real.join("sub").join("..");
+        let named = CorpusName::of(&around);
+        assert_eq!(named.name, plain.name);
+        let earlier = around.to_string_lossy().into_owned();
+        assert_eq!(named.earlier.as_deref(), Some(earlier.as_str()));
+        assert!(named.is(Some(&plain.name)) && named.is(Some(&earlier)));
+        assert!(!named.is(Some("/elsewhere")) && !named.is(None));
+        // Through a symlink: the same name too.
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert_eq!(CorpusName::of(&link).name, plain.name);
+        // A path that does not resolve keeps its lexical name.
+        let missing = real.join("gone.jsonl");
+        assert_eq!(
+            CorpusName::of(&missing),
+            CorpusName { name: missing.to_string_lossy().into_owned(), earlier: None }
+        );
     }
 }

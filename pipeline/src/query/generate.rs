@@ -222,6 +222,9 @@ pub fn extractive(question: &str, context: &Context, short: bool) -> Generated {
     if candidates.is_empty() {
         return Generated::default();
     }
+    if let Some(answer) = compound(question, context, &candidates) {
+        return answer;
+    }
     let scores = scores(question, &asked, &candidates);
     // Strictly better only: earlier (higher-ranked) evidence wins ties.
     let best = (1..candidates.len()).fold(0, |best, i| if scores[i] > scores[best] { i } else { best });
@@ -240,6 +243,78 @@ pub fn extractive(question: &str, context: &Context, short: bool) -> Generated {
     };
     let support = (answer != c.text.trim()).then(|| c.text.trim().to_owned());
     Generated { answer, short: None, support, cited: vec![c.evidence], citations }
+}
+
+/// Question words that open the second ask of a question that asks two things.
+const ASKS: &[&str] = &["what", "why", "how", "who", "whom", "whose", "where", "when", "which"];
+
+/// The asks of a question that asks two or more things (`Why was X drained, and what did it
+/// cost?`): the question cut before each `and` or `;` that a question word follows, keeping the
+/// parts with content words of their own (`…, and by whom?` adds none and stays one ask).
+fn asks(question: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut start, mut at) = (0, 0);
+    while at < question.len() {
+        let rest = &question[at..];
+        let cut = [", and ", " and ", "; "].iter().find(|sep| rest.starts_with(**sep)).and_then(|sep| {
+            let next = rest[sep.len()..].split(|c: char| !c.is_alphanumeric()).next().unwrap_or_default();
+            ASKS.contains(&next.to_lowercase().as_str()).then_some(sep.len())
+        });
+        match cut {
+            Some(len) => {
+                parts.push(&question[start..at]);
+                start = at + len;
+                at = start;
+            }
+            None => at += question[at..].chars().next().map_or(1, char::len_utf8),
+        }
+    }
+    parts.push(&question[start..]);
+    parts.retain(|p| !content_words(p).is_empty());
+    parts
+}
+
+/// The answer to a question of several asks ([`asks`]): the best sentence for each, in the
+/// order asked (one sentence that answers two asks is given once). None for a question of one
+/// ask, or when one sentence is the best for every ask (the single answer then stands).
+fn compound(question: &str, context: &Context, candidates: &[Candidate]) -> Option<Generated> {
+    let parts = asks(question);
+    if parts.len() < 2 {
+        return None;
+    }
+    let mut chosen: Vec<usize> = Vec::new();
+    for part in parts {
+        let asked: HashSet<String> = content_words(part).into_iter().collect();
+        let scores = scores(part, &asked, candidates);
+        // A Markdown heading names a section; it states nothing that answers an ask.
+        let best = (0..candidates.len()).filter(|&i| !candidates[i].text.trim_start().starts_with('#')).fold(
+            None,
+            |best: Option<usize>, i| match best {
+                Some(b) if scores[i] <= scores[b] => Some(b),
+                _ => Some(i),
+            },
+        );
+        if let Some(best) = best.filter(|&b| scores[b] > 0.0 && !chosen.contains(&b)) {
+            chosen.push(best);
+        }
+    }
+    if chosen.len() < 2 {
+        return None;
+    }
+    let answer = chosen.iter().map(|&c| candidates[c].text.trim()).collect::<Vec<_>>().join(" ");
+    let mut cited: Vec<usize> = Vec::new();
+    let mut citations: Vec<Span> = Vec::new();
+    for &c in &chosen {
+        let c = &candidates[c];
+        if !cited.contains(&c.evidence) {
+            cited.push(c.evidence);
+        }
+        match &c.span {
+            Some(span) => citations.push(span.clone()),
+            None => citations.extend(context.evidence[c.evidence].spans.iter().cloned()),
+        }
+    }
+    Some(Generated { answer, short: None, support: None, cited, citations })
 }
 
 /// Each candidate sentence's score: its content words' overlap with the question's `asked`

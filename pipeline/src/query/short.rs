@@ -264,6 +264,7 @@ pub(super) fn asked(question: &str) -> Option<Asked> {
     } else if ["how many", "how much", "how long", "how far", "how old", "how big", "how tall"]
         .iter()
         .any(|p| starts(p))
+        || (starts("what") && has("cost"))
     {
         Some(Asked::Number)
     } else if q.contains("nationality") || starts("which country") || starts("what country") || q.contains(" country ")
@@ -1613,9 +1614,47 @@ fn typed_spans(asked: &Asked, sentence: &str, found: &[Mention], lives: &[LifeSp
 /// (`question_words`, lowercased).
 pub(super) fn holds(asked: &Asked, sentence: &str, question_words: &HashSet<String>) -> bool {
     let (found, lives) = read_sentence(sentence);
-    typed_spans(asked, sentence, &found, &lives)
-        .into_iter()
-        .any(|(start, end)| lower_words(&sentence[start..end]).iter().any(|w| !question_words.contains(w)))
+    // A question of what something cost asks for an amount of money, not any number.
+    let money = *asked == Asked::Number && MONEY_ASKS.iter().any(|w| question_words.contains(*w));
+    typed_spans(asked, sentence, &found, &lives).into_iter().any(|(start, end)| {
+        lower_words(&sentence[start..end]).iter().any(|w| !question_words.contains(w))
+            && (!money || is_amount(sentence, start, end))
+    })
+}
+
+/// Question words that ask for an amount of money.
+const MONEY_ASKS: &[&str] = &["cost", "costs", "price", "spend", "spent", "pay", "paid"];
+
+/// Currencies, as a number's unit.
+const CURRENCIES: &[&str] = &[
+    "pound",
+    "pounds",
+    "euro",
+    "euros",
+    "dollar",
+    "dollars",
+    "franc",
+    "francs",
+    "mark",
+    "marks",
+    "yen",
+    "rupees",
+    "crowns",
+    "kronor",
+    "pence",
+    "cents",
+    "shillings",
+    "guineas",
+];
+
+/// Whether the number at `start..end` of `sentence` is an amount of money: a currency word
+/// within it or right after it, or a currency sign right before it.
+fn is_amount(sentence: &str, start: usize, end: usize) -> bool {
+    let within = lower_words(&sentence[start..end]);
+    let after = lower_words(&sentence[end..]).into_iter().next();
+    let sign = sentence[..start].trim_end().ends_with(['£', '$', '€', '¥'])
+        || sentence[start..end].contains(['£', '$', '€', '¥']);
+    sign || within.iter().chain(after.iter()).any(|w| CURRENCIES.contains(&w.as_str()))
 }
 
 /// Byte ranges of the alphanumeric words of `text`.
@@ -1800,6 +1839,13 @@ mod tests {
         assert_eq!(asked("Where does Mira Oduya's father work at?"), Some(Asked::Institution));
         assert_eq!(asked("Where did Mira Oduya die?"), Some(Asked::Place));
         assert_eq!(asked("How many tiers does the compact define?"), Some(Asked::Number));
+        assert_eq!(asked("What did the drainage cost the board?"), Some(Asked::Number));
+        let cost: HashSet<String> = ["drainage", "cost", "board"].map(String::from).into();
+        assert!(holds(&Asked::Number, "By 2012 the board spent 210,000 pounds a year.", &cost));
+        assert!(holds(&Asked::Number, "The dam cost £4 million.", &cost));
+        assert!(!holds(&Asked::Number, "The board met eight times in 2012.", &cost), "a count is no cost");
+        let count: HashSet<String> = ["meetings", "board"].map(String::from).into();
+        assert!(holds(&Asked::Number, "The board met eight times in 2012.", &count));
         assert_eq!(asked("How long is the Orrin canal?"), Some(Asked::Number));
         assert_eq!(asked("Why did the composer of Night Ferry die?"), Some(Asked::Cause));
         assert_eq!(asked("Describe the drought compact."), None);

@@ -697,6 +697,24 @@ fn extractive_answers_quote_the_best_supported_sentence() {
     assert_eq!(DOC.chars().skip(s.start as usize).take((s.end - s.start) as usize).collect::<String>(), g.answer);
     // Nothing retrieved: no answer.
     assert!(generate::extractive("Anything?", &Context::default(), true).answer.is_empty());
+    // A question of two asks gets the best sentence of each, in the order asked, each cited.
+    for short in [false, true] {
+        let g = generate::extractive("Who chairs the VBA, and what did the gauge measure in August?", &context, short);
+        assert_eq!(
+            g.answer, "Mara Quint chairs the VBA. The gauge measured 7.9 cubic metres per second in August.",
+            "short: {short}"
+        );
+        assert_eq!(g.citations.len(), 2);
+        for (s, sentence) in g.citations.iter().zip(["Mara Quint chairs the VBA.", "The gauge measured"]) {
+            let quoted: String = DOC.chars().skip(s.start as usize).take((s.end - s.start) as usize).collect();
+            assert!(quoted.starts_with(sentence), "{quoted}");
+        }
+    }
+    // An `and` that no question word follows, or a second ask without words of its own, is one
+    // ask: one answer, as before.
+    assert_eq!(generate::extractive("Who chairs the VBA and the gauge?", &context, true).answer, "Mara Quint");
+    let one = generate::extractive("When was the compact signed, and by whom?", &context, true);
+    assert_eq!((one.answer.as_str(), one.citations.len()), ("Quint signed the compact in 2009.", 1));
 }
 
 #[test]

@@ -23,7 +23,7 @@ use std::ops::Range;
 use crate::core::names::normalize;
 use crate::core::words::is_question_stop_word;
 use crate::rules::countries::{countries_in, country_of, is_demonym, state_after};
-use crate::rules::mentions::MONTHS;
+use crate::rules::mentions::{CURRENCIES, MONTHS};
 use crate::rules::{Mention, MentionKind, looks_like_person, mentions};
 
 /// A sentence of the context, with its score from the extractive answerer (higher is better).
@@ -1624,28 +1624,6 @@ pub(super) fn holds(asked: &Asked, sentence: &str, question_words: &HashSet<Stri
 
 /// Question words that ask for an amount of money.
 const MONEY_ASKS: &[&str] = &["cost", "costs", "price", "spend", "spent", "pay", "paid"];
-
-/// Currencies, as a number's unit.
-const CURRENCIES: &[&str] = &[
-    "pound",
-    "pounds",
-    "euro",
-    "euros",
-    "dollar",
-    "dollars",
-    "franc",
-    "francs",
-    "mark",
-    "marks",
-    "yen",
-    "rupees",
-    "crowns",
-    "kronor",
-    "pence",
-    "cents",
-    "shillings",
-    "guineas",
-];
 
 /// Whether the number at `start..end` of `sentence` is an amount of money: a currency word
 /// within it or right after it, or a currency sign right before it.

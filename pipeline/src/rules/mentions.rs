@@ -220,7 +220,16 @@ pub const MONTHS: &[&str] = &[
 ];
 const WEEKDAYS: &[&str] = &["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"];
 
-/// Units that make a number a quantity (lowercase; matched on whole words).
+/// Currencies, as the unit of a number (lowercase; matched on whole words).
+pub const CURRENCIES: &[&str] =
+    &["euro", "euros", "pound", "pounds", "dollar", "dollars", "eur", "usd", "gbp", "cents"];
+
+/// Whether a lowercase word is a unit or a currency.
+fn is_unit(word: &str) -> bool {
+    UNITS.contains(&word) || CURRENCIES.contains(&word)
+}
+
+/// Units besides currencies that make a number a quantity (lowercase; matched on whole words).
 const UNITS: &[&str] = &[
     "%",
     "percent",
@@ -245,16 +254,6 @@ const UNITS: &[&str] = &[
     "ha",
     "acre",
     "acres",
-    "euro",
-    "euros",
-    "pound",
-    "pounds",
-    "dollar",
-    "dollars",
-    "eur",
-    "usd",
-    "gbp",
-    "cents",
     "tonne",
     "tonnes",
     "ton",
@@ -522,7 +521,7 @@ pub fn mentions(text: &str, range: Range<usize>, known_lower: &HashSet<String>) 
                 end = toks[j].core.end;
             }
             let mut units = 0;
-            while !toks[j].closes && j + 1 < toks.len() && units < 4 && UNITS.contains(&lower(&toks[j + 1]).as_str()) {
+            while !toks[j].closes && j + 1 < toks.len() && units < 4 && is_unit(&lower(&toks[j + 1])) {
                 j += 1;
                 units += 1;
                 end = toks[j].core.end;

@@ -110,6 +110,7 @@ def second_vectors(kb, model_dir, prefix):
     encoded = model.encode([kb.texts[r] for r in order], batch_size=32, normalize_embeddings=True)
     vectors = np.zeros_like(encoded)
     vectors[order] = encoded
+    os.makedirs(os.path.dirname(prefix) or ".", exist_ok=True)
     np.save(prefix + ".npy", vectors)
     with open(prefix + ".ids", "w", encoding="utf-8") as f:
         f.write("\n".join(kb.ids))

@@ -217,7 +217,6 @@ fn candidates(context: &Context) -> Vec<Candidate> {
 /// sentence it comes from as `support`; otherwise (or when the evidence does not decide) the
 /// answer is the best sentence.
 pub fn extractive(question: &str, context: &Context, short: bool) -> Generated {
-    let asked: HashSet<String> = content_words(question).into_iter().collect();
     let candidates = candidates(context);
     if candidates.is_empty() {
         return Generated::default();
@@ -225,9 +224,9 @@ pub fn extractive(question: &str, context: &Context, short: bool) -> Generated {
     if let Some(answer) = compound(question, context, &candidates) {
         return answer;
     }
+    let asked: HashSet<String> = content_words(question).into_iter().collect();
     let scores = scores(question, &asked, &candidates);
-    // Strictly better only: earlier (higher-ranked) evidence wins ties.
-    let best = (1..candidates.len()).fold(0, |best, i| if scores[i] > scores[best] { i } else { best });
+    let best = best_of(&scores, |_| true).unwrap_or(0);
     let found = short
         .then(|| {
             short::short_answer(question, &rules_query_entities(question), &reader_sentences(&candidates, &scores))
@@ -237,12 +236,27 @@ pub fn extractive(question: &str, context: &Context, short: bool) -> Generated {
         Some(s) => (s.text, &candidates[s.sentence]),
         None => (candidates[best].text.trim().to_owned(), &candidates[best]),
     };
-    let citations = match &c.span {
-        Some(span) => vec![span.clone()],
-        None => context.evidence[c.evidence].spans.clone(),
-    };
     let support = (answer != c.text.trim()).then(|| c.text.trim().to_owned());
-    Generated { answer, short: None, support, cited: vec![c.evidence], citations }
+    Generated { answer, short: None, support, cited: vec![c.evidence], citations: c.citations(context) }
+}
+
+impl Candidate {
+    /// What cites the sentence: its exact span, or its evidence's spans when it has none.
+    fn citations(&self, context: &Context) -> Vec<Span> {
+        match &self.span {
+            Some(span) => vec![span.clone()],
+            None => context.evidence[self.evidence].spans.clone(),
+        }
+    }
+}
+
+/// The best-scored candidate among those `allowed`; strictly better only, so earlier
+/// (higher-ranked) evidence wins ties. None when none is allowed.
+fn best_of(scores: &[f32], allowed: impl Fn(usize) -> bool) -> Option<usize> {
+    (0..scores.len()).filter(|&i| allowed(i)).fold(None, |best, i| match best {
+        Some(b) if scores[i] <= scores[b] => Some(b),
+        _ => Some(i),
+    })
 }
 
 /// Question words that open the second ask of a question that asks two things.
@@ -287,13 +301,7 @@ fn compound(question: &str, context: &Context, candidates: &[Candidate]) -> Opti
         let asked: HashSet<String> = content_words(part).into_iter().collect();
         let scores = scores(part, &asked, candidates);
         // A Markdown heading names a section; it states nothing that answers an ask.
-        let best = (0..candidates.len()).filter(|&i| !candidates[i].text.trim_start().starts_with('#')).fold(
-            None,
-            |best: Option<usize>, i| match best {
-                Some(b) if scores[i] <= scores[b] => Some(b),
-                _ => Some(i),
-            },
-        );
+        let best = best_of(&scores, |i| !candidates[i].text.trim_start().starts_with('#'));
         if let Some(best) = best.filter(|&b| scores[b] > 0.0 && !chosen.contains(&b)) {
             chosen.push(best);
         }
@@ -309,10 +317,7 @@ fn compound(question: &str, context: &Context, candidates: &[Candidate]) -> Opti
         if !cited.contains(&c.evidence) {
             cited.push(c.evidence);
         }
-        match &c.span {
-            Some(span) => citations.push(span.clone()),
-            None => citations.extend(context.evidence[c.evidence].spans.iter().cloned()),
-        }
+        citations.extend(c.citations(context));
     }
     Some(Generated { answer, short: None, support: None, cited, citations })
 }

@@ -16,7 +16,8 @@ use crate::llm::Runner;
 use crate::models::embedder_for;
 use crate::query::paths::{LlmQueryGraphs, QueryGraphs, RulesQueryGraphs};
 use crate::query::{
-    Answerer, Engine, ExtractiveAnswerer, LlmAnswerer, LlmQueryEntities, QueryEntities, RulesQueryEntities,
+    Answerer, EndpointReranker, Engine, ExtractiveAnswerer, LlmAnswerer, LlmQueryEntities, QueryEntities, Reranker,
+    RulesQueryEntities,
 };
 use crate::stages::extract::{self, Extractor, LlmExtractor, RulesExtractor};
 use crate::stages::graph::{self, LlmRelations, RelationExtractor, RulesRelations};
@@ -32,6 +33,8 @@ pub struct Backends {
     runner: Option<Arc<Runner>>,
     /// The judge's own endpoint (`[judge]`), when configured.
     judge: Option<Arc<Runner>>,
+    /// The re-ranking endpoint (`[rerank]`), when configured.
+    rerank: Option<Arc<Runner>>,
 }
 
 impl Backends {
@@ -52,7 +55,9 @@ impl Backends {
             (Some(endpoint), true) => Some(Arc::new(Runner::connect(endpoint, index_root)?)),
             _ => None,
         };
-        Ok(Backends { llm, runner, judge })
+        let rerank =
+            config.rerank.as_ref().map(|endpoint| Runner::connect(endpoint, index_root).map(Arc::new)).transpose()?;
+        Ok(Backends { llm, runner, judge, rerank })
     }
 
     /// The runner, when `capability` runs on the LLM (the judge on its own endpoint when
@@ -105,6 +110,11 @@ impl Backends {
             Some(runner) => Box::new(LlmQueryGraphs::new(runner)),
             None => Box::new(RulesQueryGraphs),
         }
+    }
+
+    /// The re-ranker of every strategy's first pieces, when `[rerank]` is configured.
+    pub fn reranker(&self) -> Option<Box<dyn Reranker>> {
+        self.rerank.clone().map(|runner| Box::new(EndpointReranker::new(runner)) as Box<dyn Reranker>)
     }
 
     /// Answers.
@@ -191,7 +201,8 @@ pub fn engine(index: &Index, config: &Config, backends: &Backends) -> Result<Eng
     let embedder = embedder_for(&config.embed, index.root())?;
     let vectors = (embedder, config.query.vector_precision, &config.ann);
     Ok(Engine::new(index, vectors, backends.query_entities(), backends.answerer())?
-        .with_query_graphs(backends.query_graphs()))
+        .with_query_graphs(backends.query_graphs())
+        .with_reranker(backends.reranker()))
 }
 
 /// The query engine of `index` under `config`, with its own backends.

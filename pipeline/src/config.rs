@@ -79,6 +79,10 @@ pub struct Config {
     /// The GE judge's own endpoint (same keys as `[llm]`), so that answers are not graded by the
     /// model that wrote them; absent: the judge is the `[llm]` endpoint (the report says which).
     pub judge: Option<LlmConfig>,
+    /// A re-ranking endpoint (same keys as `[llm]`; `POST …/rerank`), which scores the first
+    /// `query.rerank_candidates` pieces of every strategy's ranking against the question and puts
+    /// them in its order; absent: no re-ranking.
+    pub rerank: Option<LlmConfig>,
 }
 
 impl Config {
@@ -104,6 +108,7 @@ impl Config {
             config.embed.api_key_env.as_str(),
             config.llm.as_ref().map_or("", |l| l.api_key_env.as_str()),
             config.judge.as_ref().map_or("", |l| l.api_key_env.as_str()),
+            config.rerank.as_ref().map_or("", |l| l.api_key_env.as_str()),
         ];
         check_env_names(std::env::vars().map(|(k, _)| k).filter(|k| !secrets.contains(&k.as_str())))?;
         Ok(config)
@@ -125,7 +130,10 @@ impl Config {
             llm.validate()?;
         }
         if let Some(judge) = &self.judge {
-            judge.validate()?;
+            judge.validate_as("judge")?;
+        }
+        if let Some(rerank) = &self.rerank {
+            rerank.validate_as("rerank")?;
         }
         for capability in Capability::ALL {
             self.uses_llm(capability)?;
@@ -208,6 +216,16 @@ mod tests {
             assert!(err.to_string().contains("ct_min (700)"), "{err}");
             let err = Config::load(Some(Path::new("missing.toml"))).unwrap_err();
             assert!(err.to_string().contains("missing.toml"), "{err}");
+            // Each endpoint section is named in its own errors.
+            jail.create_file("rerank.toml", "[rerank]\nbase_url = \"http://127.0.0.1:9/v1\"\n")?;
+            let err = Config::load(Some(Path::new("rerank.toml"))).unwrap_err();
+            assert!(err.to_string().contains("rerank.base_url and rerank.model must both be set"), "{err}");
+            jail.create_file("judge.toml", "[judge]\nbase_url = \"127.0.0.1:9\"\nmodel = \"m\"\n")?;
+            let err = Config::load(Some(Path::new("judge.toml"))).unwrap_err();
+            assert!(err.to_string().contains("judge.base_url"), "{err}");
+            jail.create_file("many.toml", "[query]\nrerank_candidates = 5000\n")?;
+            let err = Config::load(Some(Path::new("many.toml"))).unwrap_err();
+            assert!(err.to_string().contains("query.rerank_candidates"), "{err}");
             Ok(())
         });
     }

@@ -309,3 +309,22 @@ pub fn embeddings_responder(request: &Request) -> Reply {
         .collect();
     Reply::Body(json!({"object": "list", "data": data, "usage": {"prompt_tokens": inputs.len() * 3, "total_tokens": inputs.len() * 3}}).to_string())
 }
+
+/// A responder for `/rerank` (Cohere's and Jina's shape): each document scores the number of
+/// distinct words of four or more letters of the query it contains — a lexical stand-in for a
+/// cross-encoder — answered best first, with each document's index, and with usage.
+pub fn rerank_responder(request: &Request) -> Reply {
+    let words = |text: &str| -> std::collections::HashSet<String> {
+        text.split(|c: char| !c.is_alphanumeric()).filter(|w| w.chars().count() >= 4).map(str::to_lowercase).collect()
+    };
+    let query = words(request.body["query"].as_str().unwrap_or_default());
+    let documents: Vec<&str> =
+        request.body["documents"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let mut results: Vec<(usize, usize)> =
+        documents.iter().enumerate().map(|(i, d)| (i, words(d).intersection(&query).count())).collect();
+    results.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let results: Vec<Value> =
+        results.into_iter().map(|(index, score)| json!({"index": index, "relevance_score": score as f64})).collect();
+    let tokens = documents.len() * 10;
+    Reply::Body(json!({"results": results, "usage": {"total_tokens": tokens}}).to_string())
+}

@@ -176,6 +176,13 @@ impl Bench {
                     ),
                 },
                 format!("query entities: {}; answers: {}; GE judge: {judge}", entities.label(), answers.label()),
+                match self.engine.reranker() {
+                    Some(service) if setup.config.query.rerank_candidates > 0 => format!(
+                        "every strategy's first {} pieces re-ranked by {service}",
+                        setup.config.query.rerank_candidates
+                    ),
+                    _ => "no re-ranking".to_owned(),
+                },
                 budget,
                 format!("kb loaded in {:.2} s", self.engine.load_seconds),
             ],

@@ -57,7 +57,7 @@ pub struct CallContext {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LlmError {
     /// The server refused the request (a 4xx other than 429): retrying will not help.
-    #[error("the LLM endpoint answered HTTP {status}: {message}")]
+    #[error("the endpoint answered HTTP {status}: {message}")]
     Refused {
         /// HTTP status.
         status: u16,
@@ -236,6 +236,39 @@ impl LlmClient {
         Ok(vectors)
     }
 
+    /// Scores each of `documents` for its relevance to `query` with a re-ranking endpoint
+    /// (`POST …/rerank`, the shape of Cohere's, Jina's, vLLM's, Infinity's and llama.cpp's
+    /// servers; a bare list of `{index, score}` as Text Embeddings Inference answers is read too),
+    /// or answers from the cache: one score per document, in order, higher = more relevant.
+    pub async fn rerank(&self, context: &CallContext, query: &str, documents: &[&str]) -> Result<Vec<f32>, LlmError> {
+        let identity =
+            json!({ "endpoint": "rerank", "model": self.config.model, "query": query, "documents": documents });
+        let key = sha256_hex(identity.to_string().as_bytes());
+        let query_tokens = self.counter.count(query) as u64;
+        let prompt_estimate = documents.iter().map(|d| query_tokens + self.counter.count(d) as u64).sum::<u64>();
+        let body = json!({
+            "model": self.config.model,
+            "query": query,
+            "documents": documents,
+            "top_n": documents.len(),
+            "return_documents": false,
+        });
+        let content = self.send(context, &key, "rerank", &body, prompt_estimate, prompt_estimate, parse_rerank).await?;
+        let scores: Vec<Option<f32>> = serde_json::from_str(&content)
+            .map_err(|e| LlmError::Exhausted { attempts: 0, last: format!("cached scores unreadable: {e}") })?;
+        if scores.len() != documents.len() || scores.iter().any(Option::is_none) {
+            // Not an answer to this request: neither used nor kept.
+            let _ = self.cache.remove(&key);
+            let scored = scores.iter().take(documents.len()).flatten().count();
+            let beyond = if scores.len() > documents.len() { " (and indexes beyond them)" } else { "" };
+            return Err(LlmError::Refused {
+                status: 200,
+                message: format!("the re-ranker scored {scored} of the {} documents{beyond}", documents.len()),
+            });
+        }
+        Ok(scores.into_iter().flatten().collect())
+    }
+
     /// The shared path of every request: cache, concurrency permit, rate limits, retries,
     /// call records. `parse` turns a 200 body into the text to cache and the usage.
     #[allow(clippy::too_many_arguments)]
@@ -271,7 +304,7 @@ impl LlmClient {
                 Attempt::Answer(Parsed { content, usage, cut }) => {
                     let (prompt, completion, estimated) = match usage {
                         Some((p, c)) => (p, c, false),
-                        None if path == "embeddings" => (prompt_estimate, 0, true),
+                        None if path == "embeddings" || path == "rerank" => (prompt_estimate, 0, true),
                         None => (prompt_estimate, self.counter.count(&content) as u64, true),
                     };
                     if cut {
@@ -445,6 +478,47 @@ fn parse_embeddings(body: &str) -> Result<Parsed, String> {
     Ok(Parsed { content, usage: parsed.usage.and_then(|u| u.prompt_tokens).map(|p| (p, 0)), cut: false })
 }
 
+/// The scores of a re-ranking body, as JSON text of one score (or null, when the server left a
+/// document out) per document in input order, and the usage when reported. Reads
+/// `{"results": [{"index", "relevance_score"}], "usage": {"total_tokens"}}` (Cohere, Jina, vLLM,
+/// Infinity, llama.cpp) and a bare `[{"index", "score"}]` (Text Embeddings Inference); an index
+/// given twice, and a score that is not a finite number, make the body unusable.
+fn parse_rerank(body: &str) -> Result<Parsed, String> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Body {
+        Results { results: Vec<Scored>, usage: Option<Usage> },
+        Bare(Vec<Scored>),
+    }
+    #[derive(Deserialize)]
+    struct Scored {
+        index: usize,
+        #[serde(alias = "score")]
+        relevance_score: f64,
+    }
+    #[derive(Deserialize)]
+    struct Usage {
+        prompt_tokens: Option<u64>,
+        total_tokens: Option<u64>,
+    }
+    let (results, usage) = match serde_json::from_str(body).map_err(|e| format!("unreadable re-ranking body: {e}"))? {
+        Body::Results { results, usage } => (results, usage.and_then(|u| u.prompt_tokens.or(u.total_tokens))),
+        Body::Bare(results) => (results, None),
+    };
+    let count = results.iter().map(|r| r.index + 1).max().unwrap_or(0);
+    let mut scores: Vec<Option<f32>> = vec![None; count];
+    for r in results {
+        if !r.relevance_score.is_finite() {
+            return Err(format!("the re-ranker gave document {} the score {}", r.index, r.relevance_score));
+        }
+        if scores[r.index].replace(r.relevance_score as f32).is_some() {
+            return Err(format!("the re-ranker scored document {} twice", r.index));
+        }
+    }
+    let content = serde_json::to_string(&scores).map_err(|e| e.to_string())?;
+    Ok(Parsed { content, usage: usage.map(|p| (p, 0)), cut: false })
+}
+
 /// The answer text and usage of an OpenAI-style chat completion body.
 fn parse_completion(body: &str) -> Result<Parsed, String> {
     #[derive(Deserialize)]
@@ -490,6 +564,25 @@ mod tests {
         assert!(parse_completion(cut).unwrap().cut);
         assert!(parse_completion(r#"{"choices":[]}"#).is_err());
         assert!(parse_completion("<html>").is_err());
+    }
+
+    #[test]
+    fn rerank_bodies_of_either_shape_give_scores_in_input_order() {
+        let scores =
+            |body: &str| -> Vec<Option<f32>> { serde_json::from_str(&parse_rerank(body).unwrap().content).unwrap() };
+        let cohere = r#"{"id":"x","results":[{"index":1,"relevance_score":0.9},{"index":0,"relevance_score":0.1}],"usage":{"total_tokens":12}}"#;
+        assert_eq!(scores(cohere), vec![Some(0.1), Some(0.9)]);
+        assert_eq!(parse_rerank(cohere).unwrap().usage, Some((12, 0)));
+        let tei = r#"[{"index":2,"score":-1.5},{"index":0,"score":3.0}]"#;
+        assert_eq!(scores(tei), vec![Some(3.0), None, Some(-1.5)]);
+        assert!(
+            parse_rerank(r#"{"results":[{"index":0,"relevance_score":1},{"index":0,"relevance_score":2}]}"#)
+                .err()
+                .unwrap()
+                .contains("twice")
+        );
+        assert!(parse_rerank(r#"{"results":[{"index":0}]}"#).is_err());
+        assert!(parse_rerank("<html>").err().unwrap().contains("unreadable re-ranking body"));
     }
 
     #[test]

@@ -63,19 +63,30 @@ impl Default for LlmConfig {
 }
 
 impl LlmConfig {
-    /// Checks the values.
+    /// Checks the values of the `[llm]` section.
     pub fn validate(&self) -> Result<()> {
+        self.validate_as("llm")
+    }
+
+    /// Checks the values of a section with these keys (`llm`, `judge`, `rerank`), naming it.
+    pub fn validate_as(&self, section: &'static str) -> Result<()> {
         if self.base_url.trim().is_empty() || self.model.trim().is_empty() {
-            return Err(Error::config("llm", "llm.base_url and llm.model must both be set when [llm] is given"));
+            return Err(Error::config(
+                section,
+                format!("{section}.base_url and {section}.model must both be set when [{section}] is given"),
+            ));
         }
         if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
             return Err(Error::config(
-                "llm.base_url",
+                format!("{section}.base_url"),
                 format!("`{}` must start with http:// or https://", self.base_url),
             ));
         }
         if self.max_concurrency == 0 || self.timeout_secs == 0 {
-            return Err(Error::config("llm", "llm.max_concurrency and llm.timeout_secs must be at least 1"));
+            return Err(Error::config(
+                section,
+                format!("{section}.max_concurrency and {section}.timeout_secs must be at least 1"),
+            ));
         }
         Ok(())
     }

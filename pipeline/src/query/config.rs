@@ -245,7 +245,14 @@ pub struct QueryConfig {
     /// How the kb's vectors are held once loaded: `f32` (exact) or `f16` (half the memory, for
     /// kbs of millions of facts; cosines move by about 1e-3 at most). Read when the kb is loaded.
     pub vector_precision: Precision,
+    /// With a re-ranking endpoint configured (`[rerank]`): the first this many distinct pieces of
+    /// every strategy's ranking are scored by it against the question and put in its order,
+    /// before the rest and before the cap is applied (0: no re-ranking).
+    pub rerank_candidates: usize,
 }
+
+/// Most pieces re-ranked per question (one request carries them all).
+pub const MAX_RERANK_CANDIDATES: usize = 1000;
 
 /// Candidates per retrieval module when a strategy fills its cap.
 pub const FILL_POOL: usize = 200;
@@ -295,6 +302,7 @@ impl Default for QueryConfig {
             second_hop: 4,
             short_answers: true,
             vector_precision: Precision::F32,
+            rerank_candidates: 40,
         }
     }
 }
@@ -373,6 +381,15 @@ impl QueryConfig {
                     "{} is too small: 0 (no cap) or at least {MIN_CONTEXT_TOKENS} tokens, below which not even one piece \
                      of evidence with its citation fits",
                     self.max_context_tokens
+                ),
+            ));
+        }
+        if self.rerank_candidates > MAX_RERANK_CANDIDATES {
+            return Err(Error::config(
+                "query.rerank_candidates",
+                format!(
+                    "{} is more than one request should carry: at most {MAX_RERANK_CANDIDATES}",
+                    self.rerank_candidates
                 ),
             ));
         }

@@ -124,6 +124,40 @@ fn evidence(kb: &Kb, r: &Retrieved) -> Evidence {
     finish(r, id.to_owned(), doc_id, text, pieces)
 }
 
+/// The indexes of `rows` in the order a context takes them: by tier, then score (best first),
+/// then unit and row.
+fn context_order(rows: &[Retrieved]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (a, b) = (&rows[a], &rows[b]);
+        a.tier.cmp(&b.tier).then(b.score.total_cmp(&a.score)).then(a.unit.cmp(&b.unit)).then(a.row.cmp(&b.row))
+    });
+    order
+}
+
+/// The first `n` distinct pieces of `rows` in context order, as (index into `rows`, the text a
+/// context would give of it): what a re-ranker reads. Rows repeated, and pieces whose text an
+/// earlier one has, are passed over as the context passes them over.
+pub fn leading_pieces(kb: &Kb, rows: &[Retrieved], n: usize) -> Vec<(usize, String)> {
+    let mut seen_rows = HashSet::new();
+    let mut seen_texts = HashSet::new();
+    let mut out = Vec::new();
+    for i in context_order(rows) {
+        if out.len() == n {
+            break;
+        }
+        let r = &rows[i];
+        if !seen_rows.insert((r.unit, r.row, r.len, r.focus)) {
+            continue;
+        }
+        let text = evidence(kb, r).text;
+        if seen_texts.insert(text.trim().to_owned()) {
+            out.push((i, text));
+        }
+    }
+    out
+}
+
 /// The text of consecutive pieces: each trimmed, joined by a space.
 fn joined(pieces: &[Piece]) -> String {
     pieces.iter().map(|p| p.text.trim()).filter(|t| !t.is_empty()).collect::<Vec<_>>().join(" ")
@@ -171,10 +205,7 @@ impl Context {
     /// summary, an edge, a restated hyperedge) whose text already stands in the context adds
     /// nothing. The budget counts the lines as finally rendered.
     pub fn assemble_with(kb: &Kb, rows: &[Retrieved], budget: usize, merge: bool, counter: &TokenCounter) -> Context {
-        let mut order: Vec<&Retrieved> = rows.iter().collect();
-        order.sort_by(|a, b| {
-            a.tier.cmp(&b.tier).then(b.score.total_cmp(&a.score)).then(a.unit.cmp(&b.unit)).then(a.row.cmp(&b.row))
-        });
+        let order = context_order(rows).into_iter().map(|i| &rows[i]);
         let mut seen_rows = HashSet::new();
         let mut seen_texts = HashSet::new();
         let mut covered = Covered::default();

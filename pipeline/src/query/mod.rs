@@ -25,6 +25,7 @@ pub mod generate;
 pub mod kb;
 pub mod lexical;
 pub mod paths;
+pub mod rerank;
 pub mod retrieve;
 pub mod scan;
 pub mod short;
@@ -46,6 +47,7 @@ pub use self::entities::{LlmQueryEntities, QueryEntities, RulesQueryEntities, ru
 pub use self::generate::{AnswerOptions, Answerer, ExtractiveAnswerer, LlmAnswerer};
 use self::kb::{Kb, Span};
 use self::paths::{GraphOrigin, PathIndex, PathQuery, QueryGraphs, RulesQueryGraphs, StructureMatch};
+pub use self::rerank::{EndpointReranker, Reranker};
 use self::retrieve::{EntityMatch, Modules, QueryInput, Retrieval};
 use crate::core::backend::BackendId;
 use crate::core::tokens::TokenCounter;
@@ -232,6 +234,7 @@ pub struct Engine {
     query_entities: Box<dyn QueryEntities>,
     query_graphs: Box<dyn QueryGraphs>,
     answerer: Box<dyn Answerer>,
+    reranker: Option<Box<dyn Reranker>>,
     counter: TokenCounter,
     /// The path index of `--mode paths`, read on first use.
     paths: Mutex<Option<Arc<PathIndex>>>,
@@ -263,6 +266,7 @@ impl Engine {
             query_entities,
             query_graphs: Box::new(RulesQueryGraphs),
             answerer,
+            reranker: None,
             counter: TokenCounter::cl100k(),
             paths: Mutex::new(None),
         })
@@ -272,6 +276,17 @@ impl Engine {
     pub fn with_query_graphs(mut self, query_graphs: Box<dyn QueryGraphs>) -> Engine {
         self.query_graphs = query_graphs;
         self
+    }
+
+    /// The engine with a re-ranker of every strategy's first pieces (`[rerank]`), or none.
+    pub fn with_reranker(mut self, reranker: Option<Box<dyn Reranker>>) -> Engine {
+        self.reranker = reranker;
+        self
+    }
+
+    /// What re-ranks the first `query.rerank_candidates` pieces, when a re-ranker is set.
+    pub fn reranker(&self) -> Option<String> {
+        self.reranker.as_ref().map(|r| r.service())
     }
 
     /// The path index of `--mode paths` (read from the index the first time).
@@ -403,6 +418,7 @@ impl Engine {
             let none = (0..retrievals.len()).map(|_| None).collect();
             (retrievals, none)
         };
+        let (retrievals, firsts) = self.rerank(prepared, config, retrievals, firsts);
         let embed_ms = match config.mode {
             Mode::None => 0.0,
             Mode::Hypergraphrag | Mode::Paths => prepared.embed_ms + prepared.entity_embed_ms,
@@ -430,6 +446,40 @@ impl Engine {
             .into_iter()
             .map(|(context, matches, ms)| (context, matches, ms * scale + shared_ms, embed_ms))
             .collect())
+    }
+
+    /// Re-ranks the first `query.rerank_candidates` pieces of every question's retrieval with
+    /// the re-ranker, when one is set ([`rerank`]); a question whose re-ranking failed keeps its
+    /// order and a note saying why. A context the second hop read is assembled again when its
+    /// pieces moved.
+    fn rerank(
+        &self,
+        prepared: &Prepared,
+        config: &QueryConfig,
+        mut retrievals: Vec<Retrieval>,
+        mut firsts: Vec<Option<Context>>,
+    ) -> (Vec<Retrieval>, Vec<Option<Context>>) {
+        let Some(reranker) = self.reranker.as_ref().filter(|_| config.rerank_candidates > 0) else {
+            return (retrievals, firsts);
+        };
+        // Per question: the rows of its first pieces and their texts.
+        let picked: Vec<(Vec<usize>, Vec<String>)> = retrievals
+            .par_iter()
+            .map(|r| rerank::candidates(&self.kb, &r.rows, config.rerank_candidates).into_iter().unzip())
+            .collect();
+        let asked: Vec<usize> = (0..picked.len()).filter(|&i| !picked[i].0.is_empty()).collect();
+        let asks: Vec<(&str, &[String])> =
+            asked.iter().map(|&i| (prepared.questions[i].question.as_str(), picked[i].1.as_slice())).collect();
+        for (i, scores) in asked.into_iter().zip(reranker.scores_all(&asks)) {
+            match scores {
+                Ok(scores) => {
+                    rerank::reorder(&mut retrievals[i].rows, &picked[i].0, &scores);
+                    firsts[i] = None;
+                }
+                Err(why) => retrievals[i].notes.push(format!("rerank: {why}; the strategy's own order is kept")),
+            }
+        }
+        (retrievals, firsts)
     }
 
     /// The context of `rows` under `config`'s cap and merging.
@@ -519,7 +569,12 @@ impl Engine {
             &context_refs,
             AnswerOptions { closed_book: config.mode == Mode::None, short: config.short_answers },
         );
-        let label = variant(config);
+        let label = match &self.reranker {
+            Some(_) if config.rerank_candidates > 0 && config.mode != Mode::None => {
+                format!("{} +rerank", variant(config))
+            }
+            _ => variant(config),
+        };
         Ok(prepared
             .questions
             .iter()
@@ -556,6 +611,7 @@ impl Engine {
         let mut calls = self.query_entities.take_calls();
         calls.extend(self.query_graphs.take_calls());
         calls.extend(self.answerer.take_calls());
+        calls.extend(self.reranker.iter().flat_map(|r| r.take_calls()));
         append_calls(&self.index, STAGE, "all", &calls)
     }
 }

@@ -222,3 +222,38 @@ fn remote_embeddings_are_ordered_normalised_cached_and_recorded() {
     assert_eq!(again.embed(&["a", "bb", "ccc"]).unwrap(), vectors);
     assert_eq!(server.request_count(), before);
 }
+
+#[test]
+fn rerank_scores_follow_the_documents_and_are_cached_and_checked() {
+    let server = FakeLlm::start(flexstruct_testkit::rerank_responder);
+    server.script([Reply::Status { code: 503, retry_after: Some(0.0) }]);
+    let dir = tempfile::tempdir().unwrap();
+    let client = LlmClient::new(&config(&server), dir.path()).unwrap();
+    let rt = runtime();
+    let ctx = CallContext { stage: "query".into(), doc_id: None, purpose: "rerank".into() };
+    let documents = ["the harbour lights", "nothing here", "harbour lights society chair"];
+    let scores = rt.block_on(client.rerank(&ctx, "Who chairs the harbour lights society?", &documents)).unwrap();
+    // The server answers best first; the scores come back in the documents' order.
+    assert_eq!(scores, vec![2.0, 0.0, 3.0]);
+    let requests = server.requests();
+    assert!(requests.iter().all(|r| r.path == "/v1/rerank"));
+    assert_eq!(requests[1].body["top_n"], 3);
+    assert_eq!(requests[1].body["documents"][2], "harbour lights society chair");
+    // Cached: a second client on the same folder asks nothing.
+    let again = LlmClient::new(&config(&server), dir.path()).unwrap();
+    let before = server.request_count();
+    assert_eq!(rt.block_on(again.rerank(&ctx, "Who chairs the harbour lights society?", &documents)).unwrap(), scores);
+    assert_eq!(server.request_count(), before);
+    let calls = client.calls();
+    assert!(calls.iter().any(|c| c.status == "http_503") && calls.iter().any(|c| c.status == "ok"));
+    assert!(calls.iter().all(|c| c.purpose == "rerank"));
+
+    // An answer that leaves a document out is refused and not kept: the next request asks again.
+    server.script([Reply::Body(r#"{"results":[{"index":0,"relevance_score":1.0}]}"#.into())]);
+    let err = rt.block_on(client.rerank(&ctx, "q", &["a", "b"])).unwrap_err();
+    assert!(err.to_string().contains("scored 1 of the 2 documents"), "{err}");
+    assert_eq!(rt.block_on(client.rerank(&ctx, "q", &["a", "b"])).unwrap(), vec![0.0, 0.0]);
+    // The bare list of Text Embeddings Inference is read too.
+    server.script([Reply::Body(r#"[{"index":1,"score":0.25},{"index":0,"score":-3.5}]"#.into())]);
+    assert_eq!(rt.block_on(client.rerank(&ctx, "other", &["a", "b"])).unwrap(), vec![-3.5, 0.25]);
+}

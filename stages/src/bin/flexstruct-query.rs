@@ -93,6 +93,9 @@ struct Args {
     /// breadths become the first of the candidates).
     #[arg(long)]
     fill: bool,
+    /// With a `[rerank]` endpoint: the first pieces of the ranking it re-orders (0: no re-ranking).
+    #[arg(long)]
+    rerank_candidates: Option<usize>,
     /// No timing summary on stderr.
     #[arg(long, short, env = "FLEXSTRUCT_QUIET")]
     quiet: bool,
@@ -123,6 +126,7 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
     q.tau_e = args.tau_e.or(q.tau_e);
     q.max_context_tokens = args.max_context_tokens.unwrap_or(q.max_context_tokens);
     q.fill |= args.fill;
+    q.rerank_candidates = args.rerank_candidates.unwrap_or(q.rerank_candidates);
     config.validate()?;
 
     let questions = match (&args.question, &args.questions) {

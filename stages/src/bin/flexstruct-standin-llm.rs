@@ -3,8 +3,14 @@
 //! from the text in the prompt (items by the rules extractor on the TARGET passage, summaries
 //! from the first facts, relations between the anchor and the entities its facts name, query
 //! entities and query graphs by the rules, answers from the first piece of evidence, fixed grades), written as JSON
-//! the way a model would, with `usage` and `finish_reason`. It serves `/v1/chat/completions` and
-//! `/v1/embeddings` (hashing vectors) on 127.0.0.1 only, on a free port it writes to `--url-file`.
+//! the way a model would, with `usage` and `finish_reason`. It serves `/v1/chat/completions`,
+//! `/v1/embeddings` (hashing vectors) and `/v1/rerank` on 127.0.0.1 only, on a free port it
+//! writes to `--url-file`.
+//!
+//! `/v1/rerank` scores each document by the question's words it holds (a lexical stand-in for a
+//! cross-encoder) or, with `--rerank-oracle QUESTIONS.jsonl`, for a question of that file, by the
+//! share of a gold answer's content words it holds — an oracle that knows the answers, for
+//! measuring what a perfect re-ranker of a strategy's candidates could give (never a model).
 //!
 //! With `--faults RATE`, the first attempt of a request is faulted with that probability, the
 //! kind drawn uniformly (seeded by the request, so runs repeat): HTTP 429 with `Retry-After`, 500,
@@ -21,10 +27,13 @@ use std::time::Duration;
 
 use clap::Parser;
 use flexstruct_pipeline::core::ids::sha256_hex;
+use flexstruct_pipeline::core::text::nfc;
 use flexstruct_pipeline::core::tokens::TokenCounter;
+use flexstruct_pipeline::eval::metrics::{ContextText, content_words};
 use flexstruct_pipeline::models::{Embedder, HashingEmbedder};
 use flexstruct_pipeline::query::entities::rules_query_entities;
 use flexstruct_pipeline::query::paths::rules_query_graph;
+use flexstruct_pipeline::query::read_question_records;
 use flexstruct_pipeline::stages::extract::{Extractor, ItemRequest, RulesExtractor};
 use flexstruct_testkit::{FakeLlm, Reply, Request};
 use serde_json::{Value, json};
@@ -48,6 +57,10 @@ struct Args {
     /// Where to keep the counts of requests and faults by kind (rewritten as they change).
     #[arg(long, value_name = "FILE")]
     stats_file: Option<PathBuf>,
+    /// Score `/rerank` documents by the gold answers (`answers`) of this questions file's
+    /// questions: each document's answer-token recall (an oracle, for ceilings).
+    #[arg(long, value_name = "QUESTIONS.jsonl")]
+    rerank_oracle: Option<PathBuf>,
 }
 
 /// The faults, in draw order.
@@ -74,6 +87,8 @@ struct State {
     stats: Mutex<BTreeMap<String, u64>>,
     stats_file: Option<PathBuf>,
     counter: TokenCounter,
+    /// Gold answers by question (NFC), for `--rerank-oracle`.
+    golds: HashMap<String, Vec<String>>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -82,6 +97,13 @@ fn main() -> std::process::ExitCode {
         flexstruct_stages::say!("error: --faults must be between 0 and 1, not {}", args.faults);
         return std::process::ExitCode::from(2);
     }
+    let golds = match args.rerank_oracle.as_deref().map(gold_answers).transpose() {
+        Ok(golds) => golds.unwrap_or_default(),
+        Err(e) => {
+            flexstruct_stages::say!("error: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
     let state = Arc::new(State {
         rate: args.faults,
         seed: args.seed,
@@ -90,6 +112,7 @@ fn main() -> std::process::ExitCode {
         stats: Mutex::new(BTreeMap::new()),
         stats_file: args.stats_file,
         counter: TokenCounter::cl100k(),
+        golds,
     });
     let server = {
         let state = state.clone();
@@ -123,6 +146,14 @@ fn respond(state: &State, request: &Request) -> Reply {
         }
         return embeddings(request, fault);
     }
+    if request.path.ends_with("/rerank") {
+        // Any fault of a re-ranking request is a 503, as for embeddings.
+        if fault.is_some() {
+            count(state, "fault_rerank_503");
+            return Reply::Status { code: 503, retry_after: Some(0.05) };
+        }
+        return rerank(state, request);
+    }
     if let Some(kind) = fault {
         count(state, &format!("fault_{kind}"));
     }
@@ -145,6 +176,50 @@ fn respond(state: &State, request: &Request) -> Reply {
         Some("invented_span") => reply(invent_item(&clean)),
         Some(_) => reply(String::new()),
     }
+}
+
+/// The gold answers of every question of a questions file (`question`, `answers`), by the
+/// question in NFC (as the query stage sends it).
+fn gold_answers(path: &std::path::Path) -> Result<HashMap<String, Vec<String>>, String> {
+    let records = read_question_records(path).map_err(|e| e.to_string())?;
+    Ok(records
+        .into_iter()
+        .map(|(q, value)| {
+            let answers =
+                value["answers"].as_array().map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect());
+            (nfc(q.question), answers.unwrap_or_default())
+        })
+        .collect())
+}
+
+/// The scores of a `/rerank` request, best first as servers answer: a question of
+/// `--rerank-oracle`'s file scores each document's answer-token recall of its gold answers; any
+/// other, the number of the question's content words the document holds.
+fn rerank(state: &State, request: &Request) -> Reply {
+    let query = request.body["query"].as_str().unwrap_or_default();
+    let documents: Vec<&str> =
+        request.body["documents"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let golds = state.golds.get(query);
+    let asked: std::collections::HashSet<String> = content_words(query).into_iter().collect();
+    let mut results: Vec<(usize, f64)> = documents
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let score = match golds {
+                Some(golds) => ContextText::new(d).answer_token_recall(golds).unwrap_or(0.0),
+                None => {
+                    content_words(d).into_iter().collect::<std::collections::HashSet<_>>().intersection(&asked).count()
+                        as f64
+                }
+            };
+            (i, score)
+        })
+        .collect();
+    results.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let tokens: usize = documents.iter().map(|d| state.counter.count(query) + state.counter.count(d)).sum();
+    let results: Vec<Value> =
+        results.into_iter().map(|(index, score)| json!({"index": index, "relevance_score": score})).collect();
+    Reply::Body(json!({"id": "standin", "results": results, "usage": {"total_tokens": tokens}}).to_string())
 }
 
 /// A chat completion of `text` ending for `finish_reason`, with the usage counted in cl100k

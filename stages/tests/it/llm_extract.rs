@@ -458,18 +458,24 @@ fn spans_are_the_documents_own_text_or_have_no_offsets_and_edges_never_guess_the
 }
 
 /// The stand-in LLM server, running until dropped.
-struct Standin {
+pub(crate) struct Standin {
     child: std::process::Child,
-    url: String,
+    pub(crate) url: String,
     stats: PathBuf,
 }
 
 impl Standin {
     fn start(dir: &Path, faults: &str) -> Standin {
+        Standin::start_with(dir, faults, &[])
+    }
+
+    /// The stand-in with a share of faults and more arguments.
+    pub(crate) fn start_with(dir: &Path, faults: &str, more: &[&str]) -> Standin {
         let (url_file, stats) = (dir.join(format!("url-{faults}")), dir.join(format!("stats-{faults}.json")));
         let child = std::process::Command::new(bin("standin-llm"))
             .args(["--faults", faults, "--slow-seconds", "1.5", "--url-file", url_file.to_str().unwrap()])
             .args(["--stats-file", stats.to_str().unwrap()])
+            .args(more)
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();

@@ -505,6 +505,149 @@ fn a_question_the_llm_cannot_answer_fails_alone() {
     assert!(got[1]["error"].as_str().unwrap().contains("400"), "{}", got[1]);
 }
 
+#[test]
+fn a_reranker_orders_the_first_pieces_and_a_failing_one_leaves_the_order_alone() {
+    // The stand-in re-ranker prefers the pieces sent last: it reverses the strategy's order.
+    let server = FakeLlm::start(|request| {
+        let n = request.body["documents"].as_array().map_or(0, Vec::len);
+        let results: Vec<Value> =
+            (0..n).map(|i| serde_json::json!({"index": i, "relevance_score": i as f64 / 10.0})).collect();
+        Reply::Body(serde_json::json!({ "results": results }).to_string())
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    copy_dir(sample_index(), &index);
+    let url = server.base_url();
+    let q = tmp.path().join("q.jsonl");
+    std::fs::write(
+        &q,
+        "{\"id\": \"x\", \"question\": \"How many pupils visited the Larkspur Observatory in 2023?\"}\n",
+    )
+    .unwrap();
+    let out_path = tmp.path().join("a.jsonl");
+    let ask = |more: &[&str]| {
+        let env = [
+            ("FLEXSTRUCT_EMBED__MODEL", "hashing-64"),
+            ("FLEXSTRUCT_RERANK__BASE_URL", url.as_str()),
+            ("FLEXSTRUCT_RERANK__MODEL", "fake-reranker"),
+            ("FLEXSTRUCT_RERANK__API_KEY_ENV", ""),
+            ("FLEXSTRUCT_RERANK__MAX_RETRIES", "1"),
+            ("FLEXSTRUCT_RERANK__BACKOFF_INITIAL_MS", "5"),
+            ("FLEXSTRUCT_QUERY__RERANK_CANDIDATES", "40"),
+        ];
+        let mut args = vec![
+            "--index",
+            index.to_str().unwrap(),
+            "--questions",
+            q.to_str().unwrap(),
+            "--out",
+            out_path.to_str().unwrap(),
+            "--mode",
+            "sentence-window",
+        ];
+        args.extend(more);
+        let out = run_env("query", &args, &env);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        answers(&out_path).remove(0)
+    };
+    let texts = |a: &Value| -> Vec<String> {
+        a["evidence"].as_array().unwrap().iter().map(|e| e["text"].as_str().unwrap().to_owned()).collect()
+    };
+
+    // Off (the flag wins over the variable): no request, the strategy's own order.
+    let own = ask(&["--rerank-candidates", "0"]);
+    assert_eq!((server.request_count(), own["variant"].as_str()), (0, Some("sentence-window")));
+    assert!(texts(&own).len() >= 2, "{own}");
+
+    let reranked = ask(&[]);
+    assert_eq!(reranked["variant"], "sentence-window +rerank");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].path, "/v1/rerank");
+    assert_eq!(requests[0].body["query"], "How many pupils visited the Larkspur Observatory in 2023?");
+    let sent: Vec<&str> =
+        requests[0].body["documents"].as_array().unwrap().iter().map(|d| d.as_str().unwrap()).collect();
+    assert!(sent.len() >= 2);
+    // What the re-ranker scored highest leads the context, and the context holds what it held.
+    assert!(texts(&reranked)[0].contains(sent[sent.len() - 1].trim()), "{reranked}");
+    assert!(texts(&own)[0].contains(sent[0].trim()), "{own}");
+    assert_ne!(texts(&own), texts(&reranked));
+    let mut a = texts(&own).join(" ").split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+    let mut b = texts(&reranked).join(" ").split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+    a.sort();
+    b.sort();
+    assert_eq!(a, b);
+    let calls = query(&index, "SELECT purpose, status, model FROM llm_calls WHERE stage = 'query'");
+    assert_eq!(calls, vec![serde_json::json!({"purpose": "rerank", "status": "ok", "model": "fake-reranker"})]);
+
+    // Answered again from the cache; then a re-ranker that refuses leaves the order alone and
+    // says so.
+    assert_eq!(texts(&ask(&[])), texts(&reranked));
+    assert_eq!(server.request_count(), 1);
+    std::fs::remove_dir_all(index.join("llm_cache")).ok();
+    server.script([Reply::Status { code: 400, retry_after: None }]);
+    let refused = ask(&[]);
+    assert_eq!(texts(&refused), texts(&own));
+    let notes = refused["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n.as_str().unwrap().starts_with("rerank: the endpoint answered HTTP 400")),
+        "{refused}"
+    );
+}
+
+#[test]
+fn the_stand_ins_oracle_reranker_puts_a_piece_with_the_answer_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    copy_dir(sample_index(), &index);
+    let questions = questions_file();
+    let standin =
+        crate::llm_extract::Standin::start_with(tmp.path(), "0", &["--rerank-oracle", questions.to_str().unwrap()]);
+    let out_path = tmp.path().join("a.jsonl");
+    let env = [
+        ("FLEXSTRUCT_EMBED__MODEL", "hashing-64"),
+        ("FLEXSTRUCT_RERANK__BASE_URL", standin.url.as_str()),
+        ("FLEXSTRUCT_RERANK__MODEL", "oracle"),
+        ("FLEXSTRUCT_RERANK__API_KEY_ENV", ""),
+        // Every chunk of the sample is a candidate, whatever the hashing vectors make of it.
+        ("FLEXSTRUCT_QUERY__CHUNK_K", "40"),
+        ("FLEXSTRUCT_QUERY__TAU_CHUNK", "-1"),
+    ];
+    let args = [
+        "--index",
+        index.to_str().unwrap(),
+        "--questions",
+        questions.to_str().unwrap(),
+        "--out",
+        out_path.to_str().unwrap(),
+        "--mode",
+        "chunks",
+        "--max-context-tokens",
+        "0",
+    ];
+    let out = run_env("query", &args, &env);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let golds: Vec<Value> = std::fs::read_to_string(&questions)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut led = 0;
+    for (a, q) in answers(&out_path).iter().zip(&golds) {
+        assert_eq!(a["variant"], "chunks +rerank");
+        let gold = normal(q["answers"][0].as_str().unwrap());
+        let holds = |e: &Value| normal(e["text"].as_str().unwrap()).contains(&gold);
+        let evidence = a["evidence"].as_array().unwrap();
+        if evidence.iter().any(holds) {
+            assert!(holds(&evidence[0]), "{}: {a}", q["id"]);
+            led += 1;
+        }
+    }
+    // Every factoid's answer is in some chunk of the sample.
+    assert!(led >= 9, "{led} of {}", golds.len());
+}
+
 /// SQuAD-style normal form of an answer: lowercase, no punctuation or articles.
 fn normal(answer: &str) -> String {
     let lower = answer.to_lowercase();

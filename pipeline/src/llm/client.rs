@@ -478,6 +478,9 @@ fn parse_embeddings(body: &str) -> Result<Parsed, String> {
     Ok(Parsed { content, usage: parsed.usage.and_then(|u| u.prompt_tokens).map(|p| (p, 0)), cut: false })
 }
 
+/// More documents than any re-ranking request carries (an index beyond it is the server's error).
+const MAX_RERANK_DOCUMENTS: usize = 1 << 20;
+
 /// The scores of a re-ranking body, as JSON text of one score (or null, when the server left a
 /// document out) per document in input order, and the usage when reported. Reads
 /// `{"results": [{"index", "relevance_score"}], "usage": {"total_tokens"}}` (Cohere, Jina, vLLM,
@@ -505,7 +508,10 @@ fn parse_rerank(body: &str) -> Result<Parsed, String> {
         Body::Results { results, usage } => (results, usage.and_then(|u| u.prompt_tokens.or(u.total_tokens))),
         Body::Bare(results) => (results, None),
     };
-    let count = results.iter().map(|r| r.index + 1).max().unwrap_or(0);
+    let count = results.iter().map(|r| r.index.saturating_add(1)).max().unwrap_or(0);
+    if count > MAX_RERANK_DOCUMENTS {
+        return Err(format!("the re-ranker scored document {}, beyond any request's", count - 1));
+    }
     let mut scores: Vec<Option<f32>> = vec![None; count];
     for r in results {
         if !r.relevance_score.is_finite() {
@@ -582,6 +588,7 @@ mod tests {
                 .contains("twice")
         );
         assert!(parse_rerank(r#"{"results":[{"index":0}]}"#).is_err());
+        assert!(parse_rerank(r#"[{"index":18446744073709551615,"score":1}]"#).err().unwrap().contains("beyond"));
         assert!(parse_rerank("<html>").err().unwrap().contains("unreadable re-ranking body"));
     }
 

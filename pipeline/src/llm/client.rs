@@ -238,8 +238,9 @@ impl LlmClient {
 
     /// Scores each of `documents` for its relevance to `query` with a re-ranking endpoint
     /// (`POST …/rerank`, the shape of Cohere's, Jina's, vLLM's, Infinity's and llama.cpp's
-    /// servers; a bare list of `{index, score}` as Text Embeddings Inference answers is read too),
-    /// or answers from the cache: one score per document, in order, higher = more relevant.
+    /// servers; a bare list of `{index, score}`, the shape of Text Embeddings Inference's answers,
+    /// is read too), or answers from the cache: one score per document, in order, higher = more
+    /// relevant.
     pub async fn rerank(&self, context: &CallContext, query: &str, documents: &[&str]) -> Result<Vec<f32>, LlmError> {
         let identity =
             json!({ "endpoint": "rerank", "model": self.config.model, "query": query, "documents": documents });
@@ -484,7 +485,7 @@ const MAX_RERANK_DOCUMENTS: usize = 1 << 20;
 /// The scores of a re-ranking body, as JSON text of one score (or null, when the server left a
 /// document out) per document in input order, and the usage when reported. Reads
 /// `{"results": [{"index", "relevance_score"}], "usage": {"total_tokens"}}` (Cohere, Jina, vLLM,
-/// Infinity, llama.cpp) and a bare `[{"index", "score"}]` (Text Embeddings Inference); an index
+/// Infinity, llama.cpp) and a bare `[{"index", "score"}]` (Text Embeddings Inference's shape); an index
 /// given twice, and a score that is not a finite number, make the body unusable.
 fn parse_rerank(body: &str) -> Result<Parsed, String> {
     #[derive(Deserialize)]

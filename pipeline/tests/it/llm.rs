@@ -253,7 +253,7 @@ fn rerank_scores_follow_the_documents_and_are_cached_and_checked() {
     let err = rt.block_on(client.rerank(&ctx, "q", &["a", "b"])).unwrap_err();
     assert!(err.to_string().contains("scored 1 of the 2 documents"), "{err}");
     assert_eq!(rt.block_on(client.rerank(&ctx, "q", &["a", "b"])).unwrap(), vec![0.0, 0.0]);
-    // The bare list of Text Embeddings Inference is read too.
+    // A bare list, the shape of Text Embeddings Inference's answers, is read too.
     server.script([Reply::Body(r#"[{"index":1,"score":0.25},{"index":0,"score":-3.5}]"#.into())]);
     assert_eq!(rt.block_on(client.rerank(&ctx, "other", &["a", "b"])).unwrap(), vec![-3.5, 0.25]);
 }

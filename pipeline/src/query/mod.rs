@@ -289,6 +289,12 @@ impl Engine {
         self.reranker.as_ref().map(|r| r.service())
     }
 
+    /// Whether `config`'s strategy is re-ranked: a re-ranker is set, `query.rerank_candidates` is
+    /// not 0, and the strategy retrieves.
+    pub fn reranks(&self, config: &QueryConfig) -> bool {
+        self.reranker.is_some() && config.rerank_candidates > 0 && config.mode != Mode::None
+    }
+
     /// The path index of `--mode paths` (read from the index the first time).
     pub fn path_index(&self) -> Result<Arc<PathIndex>> {
         let mut slot = self.paths.lock().map_err(|_| Error::Internal("the path index lock is poisoned".into()))?;
@@ -459,7 +465,7 @@ impl Engine {
         mut retrievals: Vec<Retrieval>,
         mut firsts: Vec<Option<Context>>,
     ) -> (Vec<Retrieval>, Vec<Option<Context>>) {
-        let Some(reranker) = self.reranker.as_ref().filter(|_| config.rerank_candidates > 0) else {
+        let Some(reranker) = self.reranker.as_ref().filter(|_| self.reranks(config)) else {
             return (retrievals, firsts);
         };
         // Per question: the rows of its first pieces and their texts.
@@ -569,12 +575,7 @@ impl Engine {
             &context_refs,
             AnswerOptions { closed_book: config.mode == Mode::None, short: config.short_answers },
         );
-        let label = match &self.reranker {
-            Some(_) if config.rerank_candidates > 0 && config.mode != Mode::None => {
-                format!("{} +rerank", variant(config))
-            }
-            _ => variant(config),
-        };
+        let label = if self.reranks(config) { format!("{} +rerank", variant(config)) } else { variant(config) };
         Ok(prepared
             .questions
             .iter()

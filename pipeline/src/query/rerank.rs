@@ -89,24 +89,11 @@ pub fn reorder(rows: &mut [Retrieved], picked: &[usize], scores: &[f32]) {
     order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
     let mut last = f32::INFINITY;
     for k in order {
-        let score = if scores[k] < last { scores[k] } else { next_below(last) };
+        let score = if scores[k] < last { scores[k] } else { last.next_down() };
         last = score;
         let r = &mut rows[picked[k]];
         r.tier = 0;
         r.score = score;
-    }
-}
-
-/// The largest float below `x` (finite `x`; −∞ stays −∞).
-fn next_below(x: f32) -> f32 {
-    if x == f32::NEG_INFINITY {
-        x
-    } else if x == 0.0 {
-        -f32::from_bits(1)
-    } else if x > 0.0 {
-        f32::from_bits(x.to_bits() - 1)
-    } else {
-        f32::from_bits(x.to_bits() + 1)
     }
 }
 
@@ -128,14 +115,5 @@ mod tests {
         assert_eq!(order.iter().map(|r| r.row).collect::<Vec<_>>(), vec![4, 1, 2, 0, 3]);
         assert_eq!((rows[3].tier, rows[4].score), (2, 2.0));
         assert!(rows[2].score < rows[1].score && rows[2].score > 0.49);
-    }
-
-    #[test]
-    fn the_float_below_is_below() {
-        for x in [1.0f32, 0.0, -1.0, 1e-30, -1e-30, f32::INFINITY, f32::MAX] {
-            let y = next_below(x);
-            assert!(y < x, "{x} → {y}");
-        }
-        assert_eq!(next_below(f32::NEG_INFINITY), f32::NEG_INFINITY);
     }
 }

@@ -29,7 +29,7 @@ use clap::Parser;
 use flexstruct_pipeline::core::ids::sha256_hex;
 use flexstruct_pipeline::core::text::nfc;
 use flexstruct_pipeline::core::tokens::TokenCounter;
-use flexstruct_pipeline::eval::metrics::{ContextText, content_words};
+use flexstruct_pipeline::eval::metrics::ContextText;
 use flexstruct_pipeline::models::{Embedder, HashingEmbedder};
 use flexstruct_pipeline::query::entities::rules_query_entities;
 use flexstruct_pipeline::query::paths::rules_query_graph;
@@ -194,29 +194,27 @@ fn gold_answers(path: &std::path::Path) -> Result<HashMap<String, Vec<String>>, 
 
 /// The scores of a `/rerank` request, best first as servers answer: a question of
 /// `--rerank-oracle`'s file scores each document's answer-token recall of its gold answers; any
-/// other, the number of the question's content words the document holds.
+/// other, the share of the question's content words the document holds.
 fn rerank(state: &State, request: &Request) -> Reply {
     let query = request.body["query"].as_str().unwrap_or_default();
     let documents: Vec<&str> =
         request.body["documents"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
     let golds = state.golds.get(query);
-    let asked: std::collections::HashSet<String> = content_words(query).into_iter().collect();
     let mut results: Vec<(usize, f64)> = documents
         .iter()
         .enumerate()
         .map(|(i, d)| {
+            let text = ContextText::new(d);
             let score = match golds {
-                Some(golds) => ContextText::new(d).answer_token_recall(golds).unwrap_or(0.0),
-                None => {
-                    content_words(d).into_iter().collect::<std::collections::HashSet<_>>().intersection(&asked).count()
-                        as f64
-                }
+                Some(golds) => text.answer_token_recall(golds),
+                None => text.token_recall(query),
             };
-            (i, score)
+            (i, score.unwrap_or(0.0))
         })
         .collect();
     results.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let tokens: usize = documents.iter().map(|d| state.counter.count(query) + state.counter.count(d)).sum();
+    let query_tokens = state.counter.count(query);
+    let tokens: usize = documents.iter().map(|d| query_tokens + state.counter.count(d)).sum();
     let results: Vec<Value> =
         results.into_iter().map(|(index, score)| json!({"index": index, "relevance_score": score})).collect();
     Reply::Body(json!({"id": "standin", "results": results, "usage": {"total_tokens": tokens}}).to_string())

@@ -235,6 +235,50 @@ pub fn rebuild(index: &Index, config: &Config, first: Stage) -> Result<Vec<Stage
     Ok(runs)
 }
 
+/// One change of an index's documents, as a live update applies it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Ingest a corpus file or folder: its documents are added, or replace those of their ids.
+    Add(PathBuf),
+    /// Remove these documents.
+    Remove(Vec<String>),
+}
+
+/// Applies one change to `index`'s documents (ingest of a corpus, or [`ingest::remove`]) and
+/// records the run. The later stages are brought up to date by [`update`], once for any number
+/// of changes.
+pub fn apply(index: &Index, config: &Config, change: &Change) -> Result<StageMetrics<serde_json::Value>> {
+    let ctx = RunContext { index: index.clone(), shard: Shard::ALL, progress: &NoProgress, survey: None };
+    let metrics = match change {
+        Change::Add(corpus) => ingest(&ctx, config, &IngestOptions { corpus: corpus.clone(), prune: false })?,
+        Change::Remove(ids) => ingest::remove(&ctx, ids)?,
+    }
+    .into_json()?;
+    record_run(index, &metrics, config)?;
+    Ok(metrics)
+}
+
+/// Runs every construction stage after ingest through the merge — and the path index after it,
+/// when the index has one — each redoing only the buckets whose documents changed, and records
+/// every run. Unlike [`rebuild`], units that fail are left recorded (retried by the next run)
+/// and do not stop it; the runs returned carry them. `on_stage` hears each stage before it runs.
+pub fn update(
+    index: &Index,
+    config: &Config,
+    on_stage: &mut dyn FnMut(Stage),
+) -> Result<Vec<StageMetrics<serde_json::Value>>> {
+    let ctx = RunContext { index: index.clone(), shard: Shard::ALL, progress: &NoProgress, survey: None };
+    let had_paths = index.kb_part(flexstruct_schemas::Table::KbPaths).is_file();
+    let mut runs = Vec::new();
+    for stage in Stage::Chunk.and_after().iter().copied().chain(had_paths.then_some(Stage::Paths)) {
+        on_stage(stage);
+        let metrics = run_stage(stage, &ctx, config)?;
+        record_run(index, &metrics, config)?;
+        runs.push(metrics);
+    }
+    Ok(runs)
+}
+
 /// Where the sibling index `name` of `base` lives: `<base>.variants/<name>`.
 pub fn sibling_path(base: &Index, name: &str) -> PathBuf {
     let root = base.root();

@@ -64,11 +64,44 @@ pub fn calls_batch(calls: &[CallRecord]) -> Result<RecordBatch> {
 }
 
 /// Appends call records to `llm_calls`. The calls are a log: each run of a stage writes its
-/// own part (`scope` tells parts of one run apart, e.g. a bucket).
+/// own part (`scope` tells parts of one run apart, e.g. a bucket), numbered within the process so
+/// that a process that appends more than once for one scope (a server running one stage for
+/// every update, flushing its queries' calls now and then) never replaces its earlier part.
 pub fn append_calls(index: &Index, stage: &str, scope: &str, calls: &[CallRecord]) -> Result<()> {
+    static APPENDED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     if calls.is_empty() {
         return Ok(());
     }
-    let path = index.table_dir(Table::LlmCalls).join(format!("part-{stage}-{scope}-{}.parquet", run_tag()));
+    let n = APPENDED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = index.table_dir(Table::LlmCalls).join(format!("part-{stage}-{scope}-{}-{n}.parquet", run_tag()));
     write_part(&path, Table::LlmCalls, "", &[calls_batch(calls)?])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_that_appends_twice_for_one_scope_keeps_both_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open_or_create(dir.path(), Some(4)).unwrap();
+        let call = |purpose: &str| CallRecord {
+            stage: "query".into(),
+            doc_id: None,
+            purpose: purpose.into(),
+            model: "m".into(),
+            request_id: "r".into(),
+            prompt_tokens: 1,
+            completion_tokens: 1,
+            tokens_estimated: false,
+            latency_ms: 1,
+            cached: false,
+            status: "ok".into(),
+        };
+        append_calls(&index, "query", "all", &[call("answer")]).unwrap();
+        append_calls(&index, "query", "all", &[call("answer"), call("query_entities")]).unwrap();
+        let rows: usize =
+            crate::io::parquet::read_table(&index, Table::LlmCalls).unwrap().iter().map(|b| b.num_rows()).sum();
+        assert_eq!(rows, 3);
+    }
 }

@@ -14,7 +14,7 @@ use crate::llm::{CallContext, Runner};
 use crate::rules::mentions;
 
 /// Finds the entities of questions.
-pub trait QueryEntities: Sync {
+pub trait QueryEntities: Send + Sync {
     /// Who finds them (reported with the answers' evaluation).
     fn identity(&self) -> BackendId;
     /// The entities of each question, in order.

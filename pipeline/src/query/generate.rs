@@ -30,7 +30,7 @@ pub struct Answered {
 }
 
 /// Answers questions from their contexts.
-pub trait Answerer: Sync {
+pub trait Answerer: Send + Sync {
     /// Who answers (reported with the answers' evaluation).
     fn identity(&self) -> BackendId;
     /// The answer to each question from its context, in order, as `options` say.

@@ -295,6 +295,12 @@ impl Engine {
         self.reranker.is_some() && config.rerank_candidates > 0 && config.mode != Mode::None
     }
 
+    /// The label of `config`'s strategy as answers carry it: its [`variant`], and `+rerank` when
+    /// it is re-ranked.
+    pub fn label(&self, config: &QueryConfig) -> String {
+        if self.reranks(config) { format!("{} +rerank", variant(config)) } else { variant(config) }
+    }
+
     /// The path index of `--mode paths` (read from the index the first time).
     pub fn path_index(&self) -> Result<Arc<PathIndex>> {
         let mut slot = self.paths.lock().map_err(|_| Error::Internal("the path index lock is poisoned".into()))?;
@@ -575,7 +581,7 @@ impl Engine {
             &context_refs,
             AnswerOptions { closed_book: config.mode == Mode::None, short: config.short_answers },
         );
-        let label = if self.reranks(config) { format!("{} +rerank", variant(config)) } else { variant(config) };
+        let label = self.label(config);
         Ok(prepared
             .questions
             .iter()

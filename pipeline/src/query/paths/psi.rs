@@ -27,7 +27,7 @@ pub enum GraphOrigin {
 }
 
 /// Makes the graphs of questions.
-pub trait QueryGraphs: Sync {
+pub trait QueryGraphs: Send + Sync {
     /// Who makes them.
     fn identity(&self) -> BackendId;
     /// The graph of each question, given the entities found in it, with where it came from.

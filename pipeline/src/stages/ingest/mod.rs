@@ -277,6 +277,58 @@ pub fn run(ctx: &RunContext<'_>, config: &IngestConfig, options: &IngestOptions)
     Ok(metrics)
 }
 
+/// The documents a run over `corpus` would ingest, with their ids, and the failures it would
+/// record (unreadable or empty inputs, repeated ids), without writing anything: what a caller
+/// that stages a corpus for ingest reports per input before and after the run.
+pub fn documents_of(corpus: &Path, config: &IngestConfig) -> Result<(Vec<Document>, Vec<Failure>)> {
+    let outcome = read_corpus(corpus, config.max_document_bytes)?;
+    let (docs, mut failures) = assign_ids(outcome.docs, &CorpusName::of(corpus).name);
+    failures.splice(0..0, outcome.failures);
+    Ok((docs, failures))
+}
+
+/// Removes the documents `doc_ids` from the index: each bucket that holds one is read and
+/// rewritten without it under the bucket's lock (removed whole when it empties), as a prune
+/// would. Ids the index does not hold are counted as skipped. The later stages drop what they
+/// derived from a removed document the next time they run.
+pub fn remove(ctx: &RunContext<'_>, doc_ids: &[String]) -> Result<IngestMetrics> {
+    let started = Instant::now();
+    let index = &ctx.index;
+    index.check_shard(ctx.shard)?;
+    let mut by_bucket: BTreeMap<u32, HashSet<&str>> = BTreeMap::new();
+    for id in doc_ids.iter().filter(|d| ctx.shard.owns_doc(d)) {
+        by_bucket.entry(index.bucket_of(id)).or_default().insert(id.as_str());
+    }
+    let asked: u64 = by_bucket.values().map(|ids| ids.len() as u64).sum();
+    let mut metrics = IngestMetrics {
+        stage: STAGE.to_owned(),
+        shard: ctx.shard.to_string(),
+        inputs: vec![format!("removal of {asked} document(s)")],
+        rows_in: asked,
+        ..IngestMetrics::default()
+    };
+    ctx.progress.start(asked);
+    for (bucket, ids) in by_bucket {
+        let path = index.bucket_path(Table::Documents, bucket);
+        let _lock = lock::exclusive(index, LockName::DocumentsBucket(bucket))?;
+        let (_, existing) = read_documents_any_layout(&path)?;
+        let before = existing.len();
+        let kept: Vec<Document> = existing.into_iter().filter(|d| !ids.contains(d.doc_id.as_str())).collect();
+        let removed = (before - kept.len()) as u64;
+        metrics.units_removed += removed;
+        metrics.units_skipped += ids.len() as u64 - removed;
+        metrics.rows_out += kept.len() as u64;
+        if kept.is_empty() {
+            remove_file(&path)?;
+        } else if removed > 0 {
+            write_part(&path, Table::Documents, &documents_fingerprint(&kept), &[documents_batch(&kept)?])?;
+        }
+        ctx.progress.advance(ids.len() as u64);
+    }
+    metrics.seconds = started.elapsed().as_secs_f64();
+    Ok(metrics)
+}
+
 /// Records the failures of reading `corpus` (replacing those of its previous run, kept apart from
 /// other corpora's: failures of an input stay until that input is read without one or pruned).
 /// A prune drops the failures of every other corpus of the shard: their inputs are gone.
@@ -428,6 +480,41 @@ mod tests {
         assert_eq!(failures.len(), 2);
         assert_eq!(failures[0].message, "f:3: duplicate doc_id `x`, first seen at f:1");
         assert!(failures[1].message.starts_with("g.txt: duplicate text"));
+    }
+
+    #[test]
+    fn removal_rewrites_only_the_buckets_of_the_removed_documents() {
+        use crate::io::{Index, Shard};
+        use crate::stages::NoProgress;
+        let tmp = tempfile::tempdir().unwrap();
+        let corpus = tmp.path().join("corpus.jsonl");
+        let lines: Vec<String> =
+            (0..12).map(|i| format!("{{\"doc_id\": \"d{i}\", \"text\": \"Text {i}.\"}}")).collect();
+        std::fs::write(&corpus, lines.join("\n")).unwrap();
+        let index = Index::open_or_create(&tmp.path().join("index"), Some(8)).unwrap();
+        let ctx = RunContext { index: index.clone(), shard: Shard::ALL, progress: &NoProgress, survey: None };
+        run(&ctx, &IngestConfig::default(), &IngestOptions { corpus: corpus.clone(), prune: false }).unwrap();
+        let (docs, failures) = documents_of(&corpus, &IngestConfig::default()).unwrap();
+        assert_eq!((docs.len(), failures.len()), (12, 0));
+        let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        let before: Vec<_> = (0..8).map(|b| modified(&index.bucket_path(Table::Documents, b))).collect();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let removed = remove(&ctx, &["d3".into(), "d7".into(), "absent".into()]).unwrap();
+        assert_eq!((removed.units_removed, removed.units_skipped), (2, 1));
+        let mut left = Vec::new();
+        for b in 0..8 {
+            let path = index.bucket_path(Table::Documents, b);
+            let (_, docs) = read_documents_any_layout(&path).unwrap();
+            left.extend(docs.into_iter().map(|d| d.doc_id));
+            let touched = ["d3", "d7", "absent"].iter().any(|d| index.bucket_of(d) == b);
+            if !touched {
+                assert_eq!(modified(&path), before[b as usize], "bucket {b} was rewritten");
+            }
+        }
+        left.sort();
+        let mut expected: Vec<String> = (0..12).filter(|i| *i != 3 && *i != 7).map(|i| format!("d{i}")).collect();
+        expected.sort();
+        assert_eq!(left, expected);
     }
 
     #[test]

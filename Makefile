@@ -40,7 +40,7 @@ EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONF
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help build model onnx demo lint test fuzz bench bench-embed bench-scale llm-index slurm-index slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
+.PHONY: help build model onnx demo lint test serve-test serve fuzz bench bench-embed bench-scale llm-index slurm-index slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -101,10 +101,11 @@ lint: ## Check formatting (rustfmt) and lints (clippy, warnings are errors) of e
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: model onnx lint ## Lint, then build and run the whole test suite, then the Slurm and object-storage tests (what CI runs)
+test: model onnx lint ## Lint, then build and run the whole test suite, then the Slurm, object-storage and service-client tests (what CI runs)
 	$(CARGO) test --workspace
 	$(MAKE) --no-print-directory slurm-test
 	$(MAKE) --no-print-directory s3-test
+	$(MAKE) --no-print-directory serve-test
 
 SHARDS    ?= 4
 PARTITION ?=
@@ -121,6 +122,9 @@ slurm-test: build ## Set up a one-node Slurm (installing slurm-wlm and munge if 
 
 s3-test: build ## Start a local S3 server (moto_server from PyPI, installed into data/venv/ on first use) on 127.0.0.1, check that the sample indexes into s3://… (one process, and two concurrent shards) exactly as into a folder, stop it
 	cluster/s3/test.sh
+
+serve-test: build ## The service with clients nobody here wrote: OpenAI's Python client (plain and streamed chat) and the explorer in headless Chromium (Debian's chromium and chromium-driver, installed if missing; openai and selenium pinned, from PyPI into data/venv/ on first use); SCREENSHOTS=DIR keeps the screenshots
+	serve/tests/clients/test.sh
 
 FUZZ_CASES ?= 20000
 fuzz: ## Property-based fuzzing of the parsers users feed (corpus readers, LLM answers, chunker, config): FUZZ_CASES cases each (make test runs 64)
@@ -211,6 +215,10 @@ ablate: qa-index ## The paper's ablation table on QA=<set> (toggles; w/o SW on a
 
 sweep: qa-index ## Sweep PARAM=n_eh|n_e|tau_s|tau_e|n_b over VALUES=a,b,… on QA=<set> → OUT/report.md and curves
 	$(BIN)/flexstruct-eval sweep $(EVAL_FLAGS) --param $(PARAM) $(if $(VALUES),--values $(VALUES))
+
+LISTEN ?= 127.0.0.1:8080
+serve: build ## Serve INDEX (or INDEXES="name=path name2=s3://…") over HTTP on LISTEN: JSON endpoints, OpenAI's chat API and the web explorer at http://LISTEN/ (docs/serving.md)
+	$(BIN)/flexstruct-serve $(if $(INDEXES),$(foreach i,$(INDEXES),--index $(i)),--index $(INDEX)) --listen $(LISTEN) $(if $(CONFIG),--config $(CONFIG))
 
 status: build ## Per stage, the buckets of INDEX that are up to date, stale, missing, failed or orphaned (SHARD= for one shard), the kb's state and the failed units; exit 1 when anything is left to do
 	@$(BIN)/flexstruct-status --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))

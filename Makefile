@@ -40,7 +40,7 @@ EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONF
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help build model onnx demo lint test serve-test serve fuzz bench bench-embed bench-scale llm-index slurm-index slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
+.PHONY: help build model onnx demo lint test serve-test serve fuzz bench bench-serve bench-embed bench-scale llm-index slurm-index slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -134,6 +134,10 @@ bench: build model ## Time every stage and a question batch per mode on QA=<set>
 	$(CARGO) build --examples -p flexstruct-pipeline --profile $(PROFILE)
 	scripts/bench.sh $(QA)/corpus.jsonl $(BIN)
 	$(BIN)/examples/llm_throughput 20000 32
+
+bench-serve: build ## flexstruct-serve on QA's index (make qa-index first): start to first answer, memory, requests/s and p50/p99 of /v1/retrieve and /v1/query at 1, 4 and 16 clients beside one flexstruct-query process per question, upload to answerable → OUT (a JSON file)
+	@mkdir -p data/eval/$(QA_NAME)
+	python3 scripts/bench-serve.py $(QA_INDEX) $(QA)/questions.jsonl $(BIN) $(or $(OUT),data/eval/$(QA_NAME)/bench-serve.json)
 
 FACTORS      ?= 1 4 16
 SHARD_COUNTS ?= 1 2 4

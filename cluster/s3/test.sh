@@ -5,7 +5,8 @@
 # concurrent shards per stage (the merge too, then its global step), and both kbs must equal the local-folder build's, table by table, read
 # in place by flexstruct-sql. A rerun must find every stage up to date (it writes back only its
 # manifest record), and so must flexstruct-status, queries of the remote index must answer exactly as the local one, and a prefix
-# that holds no index must be refused with its URL named.
+# that holds no index must be refused with its URL named; flexstruct-serve must answer from the S3 index
+# as the local one does and refuse to update it.
 set -euo pipefail
 bin=${BIN:-target/debug}
 venv=${S3_VENV:-data/venv/moto}
@@ -17,8 +18,10 @@ if [ ! -x "$venv/bin/moto_server" ]; then
 fi
 work=$(mktemp -d)
 server=""
+serve_pid=""
 cleanup() {
   [ -n "$server" ] && kill "$server" 2>/dev/null || true
+  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -91,3 +94,30 @@ if "$bin/flexstruct-query" --index "s3://$bucket/nothing-here" "Who?" 2>"$work/m
 fi
 grep -q "s3://$bucket/nothing-here" "$work/missing.log" || { cat "$work/missing.log" >&2; exit 1; }
 echo "s3-test: reruns write nothing new, queries answer as from the local index, a missing index is named"
+
+# The service over the S3 index: answers as the local index does, and refuses updates (read-only).
+serve_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$bin/flexstruct-serve" --index "remote=s3://$bucket/sample" --listen "127.0.0.1:$serve_port" --quiet 2>"$work/serve.log" &
+serve_pid=$!
+for _ in $(seq 300); do curl -fs "http://127.0.0.1:$serve_port/healthz" >/dev/null 2>&1 && break; sleep 0.2; done
+python3 - "$serve_port" "$work/answers-local.jsonl" <<'PY' || { cat "$work/serve.log" >&2; exit 1; }
+import json, sys, urllib.error, urllib.request
+port, local = sys.argv[1], sys.argv[2]
+def post(path, body):
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", json.dumps(body).encode(), {"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+for line in open(local):
+    want = json.loads(line)
+    status, got = post("/v1/query", {"question": want["question"], "id": want["id"]})
+    got = {k: v for k, v in got.items() if not k.endswith("_ms")}
+    assert status == 200 and json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True), (status, got, want)
+status, refused = post("/v1/indexes/remote/documents", {"documents": [{"text": "x"}]})
+assert status == 409 and "read-only" in refused["error"]["message"], (status, refused)
+PY
+kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true
+serve_pid=""
+echo "s3-test: flexstruct-serve answers from s3://$bucket/sample as the local index does, and refuses updates there"

@@ -154,6 +154,15 @@ pub const FLAG_VARIABLES: &[&str] = &[
     "MAX_CONTEXT_TOKENS",
     "SQL_MEMORY_MB",
     "SQL_TIMEOUT",
+    // flexstruct-serve's flags and its bearer tokens.
+    "SERVE_LISTEN",
+    "SERVE_MAX_REQUEST_BYTES",
+    "SERVE_REQUEST_TIMEOUT_SECS",
+    "SERVE_MAX_IN_FLIGHT",
+    "SERVE_WORKERS",
+    "SERVE_MAX_BATCH",
+    "SERVE_READ_TOKENS",
+    "SERVE_WRITE_TOKENS",
     // The switch of the sqllogictest runner that rewrites expected output (a test tool).
     "SLT_COMPLETE",
 ];

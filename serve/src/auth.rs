@@ -1,12 +1,9 @@
 //! Bearer tokens, read from the environment once at start: read-only and read-write, for every
 //! index or for one. Tokens are kept as SHA-256 digests and never printed.
 //!
-//! - `FLEXSTRUCT_SERVE_READ_TOKENS`, `FLEXSTRUCT_SERVE_WRITE_TOKENS`: comma-separated tokens
-//!   valid for every index;
-//! - `FLEXSTRUCT_SERVE_READ_TOKENS__<INDEX>`, `FLEXSTRUCT_SERVE_WRITE_TOKENS__<INDEX>`: valid for
-//!   the index of that name only (upper-cased, `-` and `.` as `_`).
-//!
-//! A write token may read. With no token set at all, every request is allowed (the server then
+//! `FLEXSTRUCT_SERVE_READ_TOKENS` and `FLEXSTRUCT_SERVE_WRITE_TOKENS` hold comma-separated
+//! entries: `TOKEN` is valid for every index, `TOKEN@INDEX` for that index only (an entry whose
+//! part after its last `@` names no served index is a token as a whole). A write token may read. With no token set at all, every request is allowed (the server then
 //! refuses to listen beyond loopback unless told to).
 
 use std::collections::HashMap;
@@ -47,13 +44,20 @@ impl Tokens {
     pub fn from_env(indexes: &[&str], env: impl Fn(&str) -> Option<String>) -> Tokens {
         let mut tokens = Tokens::default();
         for (var, access) in [(READ, Access::Read), (WRITE, Access::Write)] {
-            add(&mut tokens.global, env(var), access);
-            for name in indexes {
-                let entry = tokens.per_index.entry((*name).to_owned()).or_default();
-                add(entry, env(&format!("{var}__{}", env_name(name))), access);
+            let value = env(var).unwrap_or_default();
+            for entry in value.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+                let (token, index) = match entry.rsplit_once('@') {
+                    Some((token, index)) if indexes.contains(&index) && !token.is_empty() => (token, Some(index)),
+                    _ => (entry, None),
+                };
+                let into = match index {
+                    Some(index) => tokens.per_index.entry(index.to_owned()).or_default(),
+                    None => &mut tokens.global,
+                };
+                let granted = into.entry(digest(token)).or_insert(access);
+                *granted = (*granted).max(access);
             }
         }
-        tokens.per_index.retain(|_, t| !t.is_empty());
         tokens
     }
 
@@ -105,18 +109,6 @@ impl Tokens {
     }
 }
 
-fn add(into: &mut HashMap<Token, Access>, value: Option<String>, access: Access) {
-    for token in value.iter().flat_map(|v| v.split(',')).map(str::trim).filter(|t| !t.is_empty()) {
-        let entry = into.entry(digest(token)).or_insert(access);
-        *entry = (*entry).max(access);
-    }
-}
-
-/// An index name as a part of an environment variable's name.
-pub fn env_name(index: &str) -> String {
-    index.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,13 +126,15 @@ mod tests {
     }
 
     #[test]
+    fn an_at_sign_names_an_index_only_when_it_is_served() {
+        let t = tokens(&[(READ, "odd@mail@other")]);
+        assert!(t.check(Some("Bearer odd@mail@other"), Some("sample"), Access::Read).is_ok());
+        assert!(t.check(Some("Bearer odd@mail"), Some("sample"), Access::Read).is_err());
+    }
+
+    #[test]
     fn tokens_allow_what_they_were_given_for() {
-        let t = tokens(&[
-            (READ, "r1, r2"),
-            (WRITE, "w"),
-            ("FLEXSTRUCT_SERVE_WRITE_TOKENS__MY_DOCS", "mine"),
-            ("FLEXSTRUCT_SERVE_READ_TOKENS__SAMPLE", "look"),
-        ]);
+        let t = tokens(&[(READ, "r1, r2,look@sample, odd@mail@other"), (WRITE, "w,mine@my-docs")]);
         let ok = |h: &str, i: Option<&str>, a| t.check(Some(h), i, a).is_ok();
         let status = |h: Option<&str>, i, a| t.check(h, Some(i), a).unwrap_err().status.as_u16();
         assert!(ok("Bearer r2", Some("sample"), Access::Read));

@@ -29,9 +29,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
     version,
     after_help = "Examples:\n  flexstruct-serve --index data/indexes/sample\n  \
                   flexstruct-serve --index docs=data/indexes/docs --index wiki=s3://bucket/wiki --listen 127.0.0.1:9000\n\
-                  Tokens come from the environment: FLEXSTRUCT_SERVE_READ_TOKENS, FLEXSTRUCT_SERVE_WRITE_TOKENS \
-                  (comma-separated, every index) and FLEXSTRUCT_SERVE_READ_TOKENS__<INDEX>, \
-                  FLEXSTRUCT_SERVE_WRITE_TOKENS__<INDEX> (one index). See docs/serving.md."
+                  Tokens come from the environment: FLEXSTRUCT_SERVE_READ_TOKENS and FLEXSTRUCT_SERVE_WRITE_TOKENS, \
+                  comma-separated, each TOKEN (every index) or TOKEN@INDEX (one index). See docs/serving.md."
 )]
 struct Args {
     /// An index to serve, as `name=PATH` or `PATH` (named by its folder); a folder, or

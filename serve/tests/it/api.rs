@@ -4,10 +4,12 @@
 
 use std::time::Duration;
 
+use flexstruct_pipeline::config::{BackendChoice, BackendsConfig, LlmConfig};
 use flexstruct_pipeline::io::Index;
 use flexstruct_pipeline::query::Question;
 use flexstruct_serve::Limits;
 use flexstruct_serve::auth::Tokens;
+use flexstruct_testkit::{FakeLlm, Reply};
 use serde_json::{Value, json};
 
 use crate::util::*;
@@ -290,6 +292,51 @@ async fn chat_completions_answer_with_citations_plain_and_streamed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_answers_come_from_the_configured_llm_given_the_retrieved_context() {
+    let llm = FakeLlm::start(|request| {
+        let prompt = request.last_user_message();
+        if prompt.contains(QUESTION) && prompt.contains("[1]") && prompt.contains("Morning Star") {
+            Reply::content("Answer: 1952 [1]\nThe trawler was lost in a storm off Skerry Head [1].")
+        } else {
+            Reply::content("Answer: I cannot tell.")
+        }
+    });
+    let mut config = config();
+    config.llm = Some(LlmConfig { base_url: llm.base_url(), model: "fake-model".into(), ..LlmConfig::default() });
+    config.backends =
+        BackendsConfig { all: BackendChoice::Rules, answers: Some(BackendChoice::Llm), ..Default::default() };
+    // The LLM's response cache is kept in the index: a copy of its own.
+    let (_dir, index) = sample_copy();
+    let server = serve(&[("sample", &index)], Options { config, ..Options::default() }).await;
+    let ask = |stream: bool| json!({"model": "sample", "stream": stream, "messages": [{"role": "user", "content": QUESTION}]});
+    let (status, completion) = server.post("/v1/chat/completions", ask(false)).await;
+    assert_eq!(status, 200, "{completion}");
+    let content = completion["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(content.starts_with("Answer: 1952 [1]\nThe trawler was lost"), "{content}");
+    assert_eq!(completion["citations"][0]["number"], 1, "{completion}");
+    assert_eq!(llm.request_count(), 1);
+    let (_, answer) = server.post("/v1/query", json!({"question": QUESTION})).await;
+    assert_eq!(
+        (answer["generator"].as_str(), answer["short_answer"].as_str()),
+        (Some("llm"), Some("1952")),
+        "{answer}"
+    );
+    // Streamed: the same text (the same request again comes from the LLM's cache).
+    let body = server.client.post(server.url("/v1/chat/completions")).json(&ask(true)).send().await.unwrap();
+    let text = body.text().await.unwrap();
+    let streamed: String = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|e| *e != "[DONE]")
+        .filter_map(|e| {
+            serde_json::from_str::<Value>(e).unwrap()["choices"][0]["delta"]["content"].as_str().map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(streamed, content);
+    assert_eq!(llm.request_count(), 1, "the repeated question was not answered from the cache");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_metrics_indexes_and_an_openapi_description_of_every_route() {
     let server = serve(&[("sample", sample_index())], Options::default()).await;
     let (status, health) = server.get("/healthz").await;
@@ -354,7 +401,7 @@ async fn health_metrics_indexes_and_an_openapi_description_of_every_route() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_separate_reading_from_writing_and_one_index_from_another() {
-    let vars = [("FLEXSTRUCT_SERVE_READ_TOKENS", "reader"), ("FLEXSTRUCT_SERVE_WRITE_TOKENS__OTHER", "other-writer")];
+    let vars = [("FLEXSTRUCT_SERVE_READ_TOKENS", "reader"), ("FLEXSTRUCT_SERVE_WRITE_TOKENS", "other-writer@other")];
     let tokens =
         Tokens::from_env(&["sample", "other"], |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()));
     let (_dir, copy) = sample_copy();

@@ -5,6 +5,6 @@
 mod util;
 
 mod api;
+mod binary;
 mod documents;
 mod load;
-mod restart;

@@ -79,22 +79,28 @@ pub struct Options {
     pub tokens: Tokens,
     pub limits: Limits,
     pub workers: Workers,
+    pub config: Config,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { tokens: Tokens::default(), limits: Limits::default(), workers: Workers { threads: 2, max_batch: 16 } }
+        Options {
+            tokens: Tokens::default(),
+            limits: Limits::default(),
+            workers: Workers { threads: 2, max_batch: 16 },
+            config: config(),
+        }
     }
 }
 
 /// Serves `indexes` (name, folder) on a free loopback port.
 pub async fn serve(indexes: &[(&str, &Path)], options: Options) -> TestServer {
     let specs: Vec<(String, PathBuf)> = indexes.iter().map(|(n, p)| (n.to_string(), p.to_path_buf())).collect();
-    let workers = options.workers;
+    let (workers, config) = (options.workers, options.config);
     let opened = tokio::task::spawn_blocking(move || {
         let mut map = BTreeMap::new();
         for (name, path) in specs {
-            map.insert(name.clone(), Served::open(&name, &IndexLocation::Local(path), &config(), workers).unwrap());
+            map.insert(name.clone(), Served::open(&name, &IndexLocation::Local(path), &config, workers).unwrap());
         }
         map
     })

@@ -1,5 +1,6 @@
-//! The binary killed in the middle of an update: on restart it serves a whole kb (the old one,
-//! or the new one once it has finished the job), and the job says what happened.
+//! The binary: killed in the middle of an update, it serves a whole kb on restart (the old one,
+//! or the new one once it has finished the job), and the job says what happened; it never logs a
+//! token; it will not listen beyond loopback without tokens unless told to.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -10,33 +11,61 @@ use serde_json::{Value, json};
 
 use crate::util::*;
 
+fn command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_flexstruct-serve"));
+    command.env("FLEXSTRUCT_EMBED__MODEL", "hashing-64").env_remove("FLEXSTRUCT_CONFIG");
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("FLEXSTRUCT_SERVE_")) {
+        command.env_remove(k);
+    }
+    command
+}
+
 /// The binary serving `index` as `live` on a free port; returns it and its base URL.
 fn start(index: &Path) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flexstruct-serve"))
-        .args(["--index", &format!("live={}", index.display()), "--listen", "127.0.0.1:0", "--quiet"])
-        .env("FLEXSTRUCT_EMBED__MODEL", "hashing-64")
-        .env_remove("FLEXSTRUCT_CONFIG")
+    let (child, base, _) = start_with(command().args(["--quiet"]), index, None);
+    (child, base)
+}
+
+/// The binary, with `command`'s settings, serving `index` as `live` on a free port; returns it,
+/// its base URL, and when `log` is given its log, gathered there as it comes.
+fn start_with(
+    command: &mut Command,
+    index: &Path,
+    log: Option<std::sync::Arc<std::sync::Mutex<String>>>,
+) -> (Child, String, Option<std::sync::Arc<std::sync::Mutex<String>>>) {
+    let mut child = command
+        .args(["--index", &format!("live={}", index.display()), "--listen", "127.0.0.1:0"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let stderr = child.stderr.take().unwrap();
     let mut lines = BufReader::new(stderr).lines();
     let deadline = Instant::now() + Duration::from_secs(120);
-    let mut log = String::new();
+    let mut log_so_far = String::new();
     while Instant::now() < deadline {
         let Some(Ok(line)) = lines.next() else { break };
-        log.push_str(&line);
-        log.push('\n');
+        log_so_far.push_str(&line);
+        log_so_far.push('\n');
         if let Some(rest) = line.split(" on http://").nth(1) {
             let address = rest.split('/').next().unwrap().to_owned();
             // Keep reading the log so that the server never blocks on a full pipe.
-            std::thread::spawn(move || lines.for_each(drop));
-            return (child, format!("http://{address}"));
+            let gathered = log.clone();
+            std::thread::spawn(move || {
+                for line in lines.map_while(Result::ok) {
+                    if let Some(log) = &gathered {
+                        log.lock().unwrap().push_str(&(line + "\n"));
+                    }
+                }
+            });
+            if let Some(gathered) = &log {
+                gathered.lock().unwrap().push_str(&log_so_far);
+            }
+            return (child, format!("http://{address}"), log);
         }
     }
     let _ = child.kill();
     let _ = child.wait();
-    panic!("the server did not start:\n{log}");
+    panic!("the server did not start:\n{log_so_far}");
 }
 
 fn kill(mut child: Child) {
@@ -123,4 +152,54 @@ async fn a_server_killed_mid_update_serves_a_whole_kb_and_finishes_the_job_on_re
     }
     // The job may outrun the poll now and then; most kills must land in the middle of it.
     assert!(killed_running >= 3, "only {killed_running} of 4 kills landed while the job ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_token_reaches_the_log() {
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let mut command = command();
+    command
+        .env("FLEXSTRUCT_SERVE_READ_TOKENS", "reader-secret-4711")
+        .env("FLEXSTRUCT_SERVE_WRITE_TOKENS", "writer-secret-0815@live");
+    let (child, base, _) = start_with(&mut command, sample_index(), Some(log.clone()));
+    let client = reqwest::Client::new();
+    for token in ["reader-secret-4711", "writer-secret-0815", "wrong-secret-1234"] {
+        let response = client
+            .post(format!("{base}/v1/query?token={token}"))
+            .bearer_auth(token)
+            .json(&json!({"question": "In what year was the trawler Morning Star lost?"}))
+            .send()
+            .await
+            .unwrap();
+        let expected = if token.starts_with("wrong") { 401 } else { 200 };
+        assert_eq!(response.status(), expected);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    kill(child);
+    let log = log.lock().unwrap().clone();
+    assert!(log.contains("POST /v1/query 200"), "{log}");
+    for secret in ["reader-secret-4711", "writer-secret-0815", "wrong-secret-1234"] {
+        assert!(!log.contains(secret), "{secret} is in the log:\n{log}");
+    }
+}
+
+#[test]
+fn listening_beyond_loopback_without_tokens_is_refused() {
+    let out = command()
+        .args(["--index", &format!("live={}", sample_index().display()), "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("beyond loopback without bearer tokens") && stderr.contains("--allow-open"), "{stderr}");
+    // A bad index is named.
+    let out = command().args(["--index", "live=/nonexistent/index", "--listen", "127.0.0.1:0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("/nonexistent/index"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = command().args(["--index", "a=x", "--index", "a=y"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("two indexes are named `a`"));
 }

@@ -21,7 +21,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::auth::Access;
 use crate::error::{ApiError, ApiResult, parse_json};
 use crate::jobs::{DocStatus, Job, JobDocument, JobKind};
-use crate::served::{BODY_FILE, Served};
+use crate::served::{Served, body_file};
 use crate::server::{AppState, body_limit};
 
 /// Most documents listed per page.
@@ -98,7 +98,7 @@ pub async fn upload(State(server): AppState, Path(index): Path<String>, request:
         let bytes = Bytes::from_request(request, &()).await.map_err(|_| ApiError::too_large(limit))?;
         let add: AddDocuments = parse_json(&bytes)?;
         job.body = true;
-        stage_records(&add, &dir)
+        stage_records(&add, &dir, &job.id)
     };
     match written {
         Ok(documents) => job.documents = documents,
@@ -117,8 +117,8 @@ fn write(path: &std::path::Path, bytes: &[u8]) -> ApiResult<()> {
     })
 }
 
-/// Writes the records of a JSON body as the job's `documents.jsonl`.
-fn stage_records(add: &AddDocuments, dir: &std::path::Path) -> ApiResult<Vec<JobDocument>> {
+/// Writes the records of a JSON body as the job's `<job>.jsonl`.
+fn stage_records(add: &AddDocuments, dir: &std::path::Path, job: &str) -> ApiResult<Vec<JobDocument>> {
     if add.documents.is_empty() {
         return Err(ApiError::field("documents", "no documents: give at least one {\"text\": …}"));
     }
@@ -134,7 +134,7 @@ fn stage_records(add: &AddDocuments, dir: &std::path::Path) -> ApiResult<Vec<Job
         };
         documents.push(JobDocument::pending(format!("documents[{i}]"), doc_id));
     }
-    write(&dir.join(BODY_FILE), lines.as_bytes())?;
+    write(&dir.join(body_file(job)), lines.as_bytes())?;
     Ok(documents)
 }
 

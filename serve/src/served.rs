@@ -18,8 +18,11 @@ use crate::error::chain;
 use crate::generation::Generation;
 use crate::jobs::{DocStatus, Job, JobDocument, JobKind, JobState, Jobs};
 
-/// The name of the file a JSON body's documents are staged in.
-pub const BODY_FILE: &str = "documents.jsonl";
+/// The name of the file the documents of job `id`'s JSON body are staged in (and so the source
+/// the documents table records for them, `<job>.jsonl:<line>`).
+pub fn body_file(id: &str) -> String {
+    format!("{id}.jsonl")
+}
 
 /// How the question queues are worked.
 #[derive(Debug, Clone, Copy)]
@@ -272,13 +275,8 @@ impl Writer {
             std::fs::copy(&from, &to).with_context(|| format!("{}: cannot be copied", from.display()))?;
         }
         let (docs, failures) = ingest::documents_of(&uploads, &self.config.ingest)?;
-        let rename = |source: &str| -> String {
-            match source.strip_prefix(BODY_FILE).and_then(|s| s.strip_prefix(':')).and_then(|n| n.parse::<usize>().ok())
-            {
-                Some(line) if job.body => format!("documents[{}]", line.saturating_sub(1)),
-                _ => source.to_owned(),
-            }
-        };
+        let file = body_file(&job.id);
+        let rename = |text: &str| if job.body { body_places(text, &file) } else { text.to_owned() };
         let mut documents: Vec<JobDocument> = docs
             .iter()
             .map(|d| JobDocument {
@@ -292,10 +290,7 @@ impl Writer {
             .collect();
         documents.extend(failures.iter().map(|f| {
             let source = rename(&f.unit);
-            let message = match f.message.strip_prefix(f.unit.as_str()) {
-                Some(rest) => format!("{source}{rest}"),
-                None => f.message.clone(),
-            };
+            let message = rename(&f.message);
             JobDocument {
                 source,
                 doc_id: f.doc_id.clone(),
@@ -353,6 +348,30 @@ impl Writer {
     }
 }
 
+/// `text` with each place in `file`, the staged file of a JSON body (`<job>.jsonl:3`), named as
+/// the client sent it (`documents[2]`).
+fn body_places(text: &str, file: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(file) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + file.len()..];
+        let digits: String = after.strip_prefix(':').unwrap_or("").chars().take_while(char::is_ascii_digit).collect();
+        match digits.parse::<usize>() {
+            Ok(line) => {
+                out.push_str(&format!("documents[{}]", line.saturating_sub(1)));
+                rest = &after[1 + digits.len()..];
+            }
+            Err(_) => {
+                out.push_str(file);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Sort key that puts `documents[10]` after `documents[9]` and `a.jsonl:10` after `a.jsonl:9`.
 fn natural(source: &str) -> (&str, u64, &str) {
     let body = source.trim_end_matches(']');
@@ -366,4 +385,28 @@ fn reset_dir(dir: &Path) -> anyhow::Result<()> {
         std::fs::remove_dir_all(dir).with_context(|| format!("{}: cannot be emptied", dir.display()))?;
     }
     std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot be created", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_in_a_json_body_are_named_as_sent() {
+        let file = body_file("j1");
+        assert_eq!(body_places("j1.jsonl:3", &file), "documents[2]");
+        assert_eq!(
+            body_places("j1.jsonl:4: duplicate doc_id `x`, first seen at j1.jsonl:1", &file),
+            "documents[3]: duplicate doc_id `x`, first seen at documents[0]"
+        );
+        assert_eq!(body_places("notes.md: empty", &file), "notes.md: empty");
+        assert_eq!(body_places("j1.jsonl without a line", &file), "j1.jsonl without a line");
+    }
+
+    #[test]
+    fn sources_sort_by_their_numbers() {
+        let mut sources = vec!["documents[10]", "documents[9]", "a.jsonl:10", "a.jsonl:2", "b.md"];
+        sources.sort_by_key(|s| natural(s));
+        assert_eq!(sources, ["a.jsonl:2", "a.jsonl:10", "b.md", "documents[9]", "documents[10]"]);
+    }
 }

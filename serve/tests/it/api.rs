@@ -156,6 +156,11 @@ async fn every_malformed_request_is_a_client_error_naming_its_field() {
             assert!(message.contains(want_message), "{path} {body}: {message}");
         }
     }
+    // A strategy the index cannot run is the index's state, not the request's fault.
+    let (status, body) =
+        server.post("/v1/query", json!({"index": "sample", "question": QUESTION, "mode": "paths"})).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(error(&body).1.contains("path index"), "{body}");
     // Not JSON, not an object, the wrong content type.
     let raw = |body: &'static str, content_type: &'static str| {
         server.client.post(server.url("/v1/query")).header("content-type", content_type).body(body).send()

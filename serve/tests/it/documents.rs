@@ -26,6 +26,7 @@ async fn documents_added_as_json_are_answerable_and_a_bad_one_fails_alone() {
         {"title": "Nothing", "text": "   "},
         {"title": "No text"},
         {"text": "The Vell island school has 41 pupils and one teacher, Ada Quill."},
+        {"doc_id": "ferry", "text": "A second document under the same id."},
     ]});
     let (status, accepted) = server.post("/v1/indexes/live/documents", body).await;
     assert_eq!(status, 202, "{accepted}");
@@ -43,7 +44,12 @@ async fn documents_added_as_json_are_answerable_and_a_bad_one_fails_alone() {
             ("documents[1]".to_owned(), "failed".to_owned()),
             ("documents[2]".to_owned(), "failed".to_owned()),
             ("documents[3]".to_owned(), "processed".to_owned()),
+            ("documents[4]".to_owned(), "failed".to_owned()),
         ]
+    );
+    assert_eq!(
+        job["documents"][4]["message"], "documents[4]: duplicate doc_id `ferry`, first seen at documents[0]",
+        "{job}"
     );
     assert!(job["documents"][1]["message"].as_str().unwrap().starts_with("documents[1]: "), "{job}");
     assert!(job["documents"][2]["message"].as_str().unwrap().contains("text"), "{job}");
@@ -63,7 +69,10 @@ async fn documents_added_as_json_are_answerable_and_a_bad_one_fails_alone() {
 
     // The list shows the served documents and the failed ones.
     let (_, page) = server.get("/v1/indexes/live/documents?limit=1000").await;
+    // (The second `ferry` failed, but `ferry` is served: the list shows the served one.)
     assert_eq!(page["total"], 5 + 2 + 2, "{page}");
+    let ferry = page["documents"].as_array().unwrap().iter().find(|d| d["doc_id"] == "ferry").unwrap();
+    assert_eq!(ferry["source"], format!("{id}.jsonl:1"), "the source names the job and the record");
     let (_, failed) = server.get("/v1/indexes/live/documents?status=failed").await;
     assert_eq!(failed["total"], 2, "{failed}");
     assert_eq!(failed["documents"][0]["job"], id);

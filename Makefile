@@ -135,9 +135,10 @@ bench: build model ## Time every stage and a question batch per mode on QA=<set>
 	scripts/bench.sh $(QA)/corpus.jsonl $(BIN)
 	$(BIN)/examples/llm_throughput 20000 32
 
-bench-serve: build ## flexstruct-serve on QA's index (make qa-index first): start to first answer, memory, requests/s and p50/p99 of /v1/retrieve and /v1/query at 1, 4 and 16 clients beside one flexstruct-query process per question, upload to answerable → OUT (a JSON file)
+bench-serve: build ## flexstruct-serve on QA's index (make qa-index first; the sample's, after make demo, as the memory baseline): start to first answer, memory, requests/s and p50/p99 of /v1/retrieve and /v1/query at 1, 4 and 16 clients beside one flexstruct-query process per question, upload to answerable → OUT (a JSON file)
 	@mkdir -p data/eval/$(QA_NAME)
-	python3 scripts/bench-serve.py $(QA_INDEX) $(QA)/questions.jsonl $(BIN) $(or $(OUT),data/eval/$(QA_NAME)/bench-serve.json)
+	python3 scripts/bench-serve.py $(QA_INDEX) $(QA)/questions.jsonl $(BIN) $(or $(OUT),data/eval/$(QA_NAME)/bench-serve.json) \
+	  $(if $(wildcard data/indexes/sample/kb),--baseline data/indexes/sample) $(if $(WORKERS),--workers $(WORKERS))
 
 FACTORS      ?= 1 4 16
 SHARD_COUNTS ?= 1 2 4

@@ -6,7 +6,15 @@ questions answered by one flexstruct-query process each, and the time from uploa
 document to its being answerable. The index is served from a hard-linked copy (the upload and its
 deletion never touch the original). Standard library only.
 
+With --baseline SMALL_INDEX (make bench-serve uses the sample's), the resident memory of a server
+of that small index is measured first: what the process takes whatever it serves (the embedding
+model, its runtime, the tokenizer), so that what the index itself adds can be told apart.
+
+--load-only times /v1/retrieve and /v1/query alone (no memory baseline, upload or per-process
+run); --serve-binary runs another build of flexstruct-serve (to compare two side by side).
+
 Usage: bench-serve.py INDEX QUESTIONS.jsonl BIN_DIR OUT.json [--requests N] [--clients 1,4,16]
+       [--baseline SMALL_INDEX] [--workers N] [--load-only] [--serve-binary PATH]
 """
 
 import argparse
@@ -88,6 +96,22 @@ def load(port, path, questions, clients, total):
     }
 
 
+def first_answer(port, question, server):
+    """Waits for the server on `port` to answer `question`; its connection."""
+    conn = None
+    while True:
+        try:
+            conn = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+            status, _ = request(conn, "POST", "/v1/query", {"question": question})
+            if status == 200:
+                return conn
+        except OSError:
+            conn = None
+            time.sleep(0.05)
+        if server.poll() is not None:
+            sys.exit("the server stopped")
+
+
 def sql(bin_dir, index, query):
     out = subprocess.run([f"{bin_dir}/flexstruct-sql", "--index", index, "--format", "json", query],
                          check=True, capture_output=True, text=True).stdout
@@ -103,9 +127,14 @@ def main():
     parser.add_argument("--requests", type=int, default=670)
     parser.add_argument("--clients", default="1,4,16")
     parser.add_argument("--per-process", type=int, default=10)
+    parser.add_argument("--baseline")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--load-only", action="store_true")
+    parser.add_argument("--serve-binary")
     args = parser.parse_args()
+    serve = args.serve_binary or f"{args.bin}/flexstruct-serve"
     questions = [json.loads(l)["question"] for l in open(args.questions) if l.strip()]
-    result = {"index": args.index, "questions": len(questions)}
+    result = {"index": args.index, "questions": len(questions), "workers": args.workers}
 
     # What the index holds: its vectors (the vector files) and its texts.
     vector_bytes = 0
@@ -124,27 +153,27 @@ def main():
     result["vectors_mb"] = round(vector_bytes / 2**20, 1)
     result["texts_mb"] = round(text_bytes / 2**20, 1)
 
+    if args.baseline and not args.load_only:
+        port = free_port()
+        small = subprocess.Popen([serve, "--index", f"small={args.baseline}", "--listen",
+                                  f"127.0.0.1:{port}", "--quiet"], stderr=subprocess.DEVNULL)
+        try:
+            first_answer(port, questions[0], small)
+            result["rss_small_index_mb"] = round(rss_mb(small.pid), 1)
+        finally:
+            small.terminate()
+            small.wait()
+
     work = tempfile.mkdtemp()
     copy = os.path.join(work, "index")
     subprocess.run(["cp", "-al", args.index, copy], check=True)
     port = free_port()
     started = time.perf_counter()
     log = open(os.path.join(work, "serve.log"), "w")
-    server = subprocess.Popen([f"{args.bin}/flexstruct-serve", "--index", f"bench={copy}", "--listen",
-                               f"127.0.0.1:{port}", "--quiet"], stderr=log)
+    server = subprocess.Popen([serve, "--index", f"bench={copy}", "--listen",
+                               f"127.0.0.1:{port}", "--quiet", "--workers", str(args.workers)], stderr=log)
     try:
-        conn = None
-        while True:
-            try:
-                conn = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-                status, _ = request(conn, "POST", "/v1/query", {"question": questions[0]})
-                if status == 200:
-                    break
-            except OSError:
-                conn = None
-                time.sleep(0.05)
-            if server.poll() is not None:
-                sys.exit(f"the server stopped; see {log.name}")
+        conn = first_answer(port, questions[0], server)
         result["start_to_first_answer_s"] = round(time.perf_counter() - started, 2)
         result["rss_after_first_answer_mb"] = round(rss_mb(server.pid), 1)
 
@@ -158,6 +187,8 @@ def main():
                 print(json.dumps(run), flush=True)
         result["load"] = runs
         result["rss_after_load_mb"] = round(rss_mb(server.pid), 1)
+        if args.load_only:
+            raise StopIteration
 
         # One small document: upload → job done → an answer that cites it.
         timings = []
@@ -191,20 +222,23 @@ def main():
             print(json.dumps(timings[-1]), flush=True)
         result["upload"] = timings
         result["rss_after_updates_mb"] = round(rss_mb(server.pid), 1)
+    except StopIteration:
+        pass
     finally:
         server.terminate()
         server.wait()
         log.close()
 
     # The same questions, one flexstruct-query process each.
-    n = min(args.per_process, len(questions))
+    n = 0 if args.load_only else min(args.per_process, len(questions))
     t0 = time.perf_counter()
     for q in questions[:n]:
         subprocess.run([f"{args.bin}/flexstruct-query", "--index", args.index, "--quiet", "--jsonl", q],
                        check=True, capture_output=True)
-    per_process = (time.perf_counter() - t0) / n
-    result["per_process_s"] = round(per_process, 2)
-    result["per_process_questions_per_s"] = round(1 / per_process, 3)
+    if n:
+        per_process = (time.perf_counter() - t0) / n
+        result["per_process_s"] = round(per_process, 2)
+        result["per_process_questions_per_s"] = round(1 / per_process, 3)
     shutil.rmtree(work)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)

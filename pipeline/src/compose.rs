@@ -258,25 +258,38 @@ pub fn apply(index: &Index, config: &Config, change: &Change) -> Result<StageMet
     Ok(metrics)
 }
 
-/// Runs every construction stage after ingest through the merge — and the path index after it,
-/// when the index has one — each redoing only the buckets whose documents changed, and records
-/// every run. Unlike [`rebuild`], units that fail are left recorded (retried by the next run)
-/// and do not stop it; the runs returned carry them. `on_stage` hears each stage before it runs.
+/// Runs every construction stage after ingest through the merge, each redoing only the buckets
+/// whose documents changed, and records every run. Unlike [`rebuild`], units that fail are left
+/// recorded (retried by the next run) and do not stop it; the runs returned carry them.
+/// `on_stage` hears each stage before it runs. The path index, when the index has one, is then
+/// out of date: [`refresh_paths`] rebuilds it.
 pub fn update(
     index: &Index,
     config: &Config,
     on_stage: &mut dyn FnMut(Stage),
 ) -> Result<Vec<StageMetrics<serde_json::Value>>> {
     let ctx = RunContext { index: index.clone(), shard: Shard::ALL, progress: &NoProgress, survey: None };
-    let had_paths = index.kb_part(flexstruct_schemas::Table::KbPaths).is_file();
     let mut runs = Vec::new();
-    for stage in Stage::Chunk.and_after().iter().copied().chain(had_paths.then_some(Stage::Paths)) {
+    for &stage in Stage::Chunk.and_after() {
         on_stage(stage);
         let metrics = run_stage(stage, &ctx, config)?;
         record_run(index, &metrics, config)?;
         runs.push(metrics);
     }
     Ok(runs)
+}
+
+/// Rebuilds the path index of `--mode paths` from the current kb when the index has one (it is
+/// built from the whole kb, so it takes as long after a small update as after a large one), and
+/// records the run; `None` when the index has none.
+pub fn refresh_paths(index: &Index, config: &Config) -> Result<Option<StageMetrics<serde_json::Value>>> {
+    if !index.kb_part(flexstruct_schemas::Table::KbPaths).is_file() {
+        return Ok(None);
+    }
+    let ctx = RunContext { index: index.clone(), shard: Shard::ALL, progress: &NoProgress, survey: None };
+    let metrics = run_stage(Stage::Paths, &ctx, config)?;
+    record_run(index, &metrics, config)?;
+    Ok(Some(metrics))
 }
 
 /// Where the sibling index `name` of `base` lives: `<base>.variants/<name>`.

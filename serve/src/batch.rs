@@ -169,34 +169,54 @@ fn take_batch(asks: &mut VecDeque<Ask>, max_batch: usize) -> Vec<Ask> {
     batch
 }
 
-/// Answers one batch from `generation` and replies to each question.
+/// Answers one batch from `generation` and replies to each question. Retrieval runs here; an
+/// LLM's answers are waited for on a thread of their own, so that the worker takes the next
+/// batch meanwhile (the extractive reader's are computed here: they are work, not waiting).
 fn answer(generation: &Arc<Generation>, batch: Vec<Ask>) {
     let Some(first) = batch.first() else { return };
     let (config, want) = (first.config.clone(), first.want);
     let questions: Vec<Question> = batch.iter().map(|a| a.question.clone()).collect();
     let engine = &generation.engine;
-    let outputs: Result<Vec<Output>, Error> = engine.prepare(questions).and_then(|prepared| match want {
-        Want::Context => Ok(engine
-            .contexts(&prepared, &config)?
-            .into_iter()
-            .map(|(context, entities, retrieval_ms, embed_ms)| {
-                Output::Context(Retrieved { context, entities, retrieval_ms, embed_ms })
-            })
-            .collect()),
-        Want::Answer => {
-            Ok(engine.answer(&prepared, &config)?.into_iter().map(|a| Output::Answer(Box::new(a))).collect())
-        }
-    });
-    match outputs {
-        Ok(outputs) => {
-            for (ask, output) in batch.into_iter().zip(outputs) {
-                let _ = ask.reply.send(Ok(Reply { generation: generation.clone(), output }));
-            }
-        }
+    let retrieved = engine
+        .prepare_for(questions, config.mode)
+        .and_then(|prepared| engine.contexts(&prepared, &config).map(|contexts| (prepared, contexts)));
+    let (prepared, contexts) = match retrieved {
+        Ok(retrieved) => retrieved,
         Err(error) => {
             let error = Arc::new(error);
             for ask in batch {
                 let _ = ask.reply.send(Err(error.clone()));
+            }
+            return;
+        }
+    };
+    let reply = move |generation: &Arc<Generation>, outputs: Vec<Output>| {
+        for (ask, output) in batch.into_iter().zip(outputs) {
+            let _ = ask.reply.send(Ok(Reply { generation: generation.clone(), output }));
+        }
+    };
+    match want {
+        Want::Context => {
+            let outputs = contexts
+                .into_iter()
+                .map(|(context, entities, retrieval_ms, embed_ms)| {
+                    Output::Context(Retrieved { context, entities, retrieval_ms, embed_ms })
+                })
+                .collect();
+            reply(generation, outputs);
+        }
+        Want::Answer => {
+            let generation = generation.clone();
+            let respond = move || {
+                let answers = generation.engine.answer_contexts(&prepared, &config, contexts);
+                reply(&generation, answers.into_iter().map(|a| Output::Answer(Box::new(a))).collect());
+            };
+            if engine.answers_with_llm() {
+                if let Err(e) = std::thread::Builder::new().name("flexstruct-answer".into()).spawn(respond) {
+                    crate::log(&format!("could not start a thread for the LLM's answers: {e}"));
+                }
+            } else {
+                respond();
             }
         }
     }

@@ -288,6 +288,11 @@ impl Jobs {
         self.lock().queue.drain(..).collect()
     }
 
+    /// Whether [`Jobs::close`] was called.
+    pub fn closed(&self) -> bool {
+        self.lock().closed
+    }
+
     /// Stops [`Jobs::take`].
     pub fn close(&self) {
         self.lock().closed = true;

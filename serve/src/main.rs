@@ -57,8 +57,10 @@ struct Args {
     /// Most requests in flight; more are answered 503 with Retry-After.
     #[arg(long, env = "FLEXSTRUCT_SERVE_MAX_IN_FLIGHT", default_value_t = 64, value_name = "N")]
     max_in_flight: usize,
-    /// Threads answering questions per index (0: one per core).
-    #[arg(long, env = "FLEXSTRUCT_SERVE_WORKERS", default_value_t = 0, value_name = "N")]
+    /// Threads taking batches of questions per index. One is enough: a batch's embedding and
+    /// scans already use every core, and an LLM's answers are waited for apart (on ultradomain-mix
+    /// one gave more questions a second than two or four; BENCHMARKS.md, "The service").
+    #[arg(long, env = "FLEXSTRUCT_SERVE_WORKERS", default_value_t = 1, value_name = "N")]
     workers: usize,
     /// Most questions answered together as one batch.
     #[arg(long, env = "FLEXSTRUCT_SERVE_MAX_BATCH", default_value_t = 32, value_name = "N")]
@@ -126,7 +128,11 @@ fn run(args: Args) -> anyhow::Result<()> {
             args.listen
         );
     }
-    let workers = Workers { threads: if args.workers == 0 { cores } else { args.workers }, max_batch: args.max_batch };
+    let most = cores.max(1) * 4;
+    if args.workers > most {
+        log(&format!("--workers {}: more than four a core do not help; using {most}", args.workers));
+    }
+    let workers = Workers { threads: args.workers.clamp(1, most), max_batch: args.max_batch.clamp(1, 1024) };
     let started = std::time::Instant::now();
     let mut indexes = BTreeMap::new();
     for (name, location) in specs {
@@ -169,7 +175,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         });
         let app = router(server.clone());
         axum::serve(listener, app).with_graceful_shutdown(shutdown()).await.context("serving")?;
-        log("stopping: finishing the update in progress, if any");
+        log("stopping: waiting for the update in progress, if any");
         for served in server.indexes.values() {
             served.stop();
             served.record_calls();

@@ -49,6 +49,8 @@ pub struct Served {
     batcher: Batcher,
     /// The working copy of a remote index (removed when the service stops).
     _copy: Option<LocalIndex>,
+    /// The writer's thread (a folder's index).
+    writer: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Served {
@@ -78,10 +80,18 @@ impl Served {
                     "index {name}: the kb cannot be loaded ({}); finishing the update jobs left unfinished first",
                     chain(&error)
                 ));
-                let writer =
-                    Writer { name: name.to_owned(), index: index.clone(), config: config.clone(), jobs: jobs.clone() };
+                let writer = Writer {
+                    name: name.to_owned(),
+                    index: index.clone(),
+                    config: config.clone(),
+                    jobs: jobs.clone(),
+                    paths: Arc::default(),
+                };
                 match writer.apply(&jobs.take_now(), None) {
-                    Some(generation) => generation,
+                    Some(generation) => {
+                        writer.paths.request(name, &index, config);
+                        generation
+                    }
                     None => Arc::new(Generation::load(&index, config, 1).with_context(|| format!("index {name}"))?),
                 }
             }
@@ -89,25 +99,35 @@ impl Served {
         };
         let current = Arc::new(RwLock::new(first));
         let batcher = Batcher::start(current.clone(), workers.threads, workers.max_batch);
-        let served = Arc::new(Served {
+        let writer = match writable {
+            true => {
+                let writer = Writer {
+                    name: name.to_owned(),
+                    index: index.clone(),
+                    config: config.clone(),
+                    jobs: jobs.clone(),
+                    paths: Arc::default(),
+                };
+                let current = current.clone();
+                let thread = std::thread::Builder::new()
+                    .name(format!("flexstruct-writer-{name}"))
+                    .spawn(move || writer.run(&current))
+                    .context("starting the index's writer")?;
+                Some(thread)
+            }
+            false => None,
+        };
+        Ok(Arc::new(Served {
             name: name.to_owned(),
             location: location.clone(),
-            index: index.clone(),
+            index,
             config: config.clone(),
             current,
-            jobs: jobs.clone(),
+            jobs,
             batcher,
             _copy: copy,
-        });
-        if writable {
-            let writer = Writer { name: name.to_owned(), index, config: config.clone(), jobs };
-            let current = served.current.clone();
-            std::thread::Builder::new()
-                .name(format!("flexstruct-writer-{name}"))
-                .spawn(move || writer.run(&current))
-                .context("starting the index's writer")?;
-        }
-        Ok(served)
+            writer: std::sync::Mutex::new(writer),
+        }))
     }
 
     /// The generation answering now.
@@ -140,9 +160,14 @@ impl Served {
         }
     }
 
-    /// Stops the writer after the batch it is applying.
+    /// Stops the writer after the batch it is applying, and waits for it (a job cut short would
+    /// be finished by the next start anyway).
     pub fn stop(&self) {
         self.jobs.close();
+        let thread = self.writer.lock().ok().and_then(|mut w| w.take());
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
     }
 }
 
@@ -156,13 +181,66 @@ struct Writer {
     index: Index,
     config: Config,
     jobs: Arc<Jobs>,
+    paths: Arc<PathsRefresh>,
+}
+
+/// Rebuilds of the path index of `--mode paths` after updates, in a thread of their own, one at
+/// a time: it is built from the whole kb (half a minute on ultradomain-mix, mostly embedding
+/// every node's label), so the writer does not wait for it, and a rebuild asked for while one runs
+/// follows it once. Until a rebuild is done, `paths` answers 409 naming the stale path index
+/// (its parts carry the kb they were built from); every other strategy answers from the new kb.
+#[derive(Debug, Default)]
+struct PathsRefresh {
+    /// (a rebuild runs, another is wanted after it)
+    state: std::sync::Mutex<(bool, bool)>,
+}
+
+impl PathsRefresh {
+    fn request(self: &Arc<Self>, name: &str, index: &Index, config: &Config) {
+        {
+            let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if state.0 {
+                state.1 = true;
+                return;
+            }
+            state.0 = true;
+        }
+        let (me, name, index, config) = (self.clone(), name.to_owned(), index.clone(), config.clone());
+        let spawned = std::thread::Builder::new().name(format!("flexstruct-paths-{name}")).spawn(move || {
+            loop {
+                let started = std::time::Instant::now();
+                match compose::refresh_paths(&index, &config) {
+                    Ok(Some(_)) => crate::log(&format!(
+                        "index {name}: path index rebuilt for the new kb in {:.1} s",
+                        started.elapsed().as_secs_f64()
+                    )),
+                    Ok(None) => {}
+                    Err(e) => crate::log(&format!("index {name}: rebuilding the path index: {}", chain(&e))),
+                }
+                let mut state = me.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if state.1 {
+                    state.1 = false;
+                } else {
+                    state.0 = false;
+                    return;
+                }
+            }
+        });
+        if let Err(e) = spawned {
+            crate::log(&format!("could not start the path index's rebuild: {e}"));
+            self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0 = false;
+        }
+    }
 }
 
 impl Writer {
-    /// Applies the queued jobs, a batch at a time, until the jobs are closed.
+    /// Applies the queued jobs, a batch at a time, until the jobs are closed; after each batch
+    /// applied, asks for the path index's rebuild ([`PathsRefresh`]).
     fn run(&self, current: &RwLock<Arc<Generation>>) {
         while let Some(batch) = self.jobs.take() {
-            self.apply(&batch, Some(current));
+            if self.apply(&batch, Some(current)).is_some() {
+                self.paths.request(&self.name, &self.index, &self.config);
+            }
         }
     }
 

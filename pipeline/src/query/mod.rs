@@ -373,14 +373,31 @@ impl Engine {
         self.embedder.as_ref()
     }
 
+    /// Whether answers come from an LLM (slow to come, and no work of this process's).
+    pub fn answers_with_llm(&self) -> bool {
+        self.answerer.identity().is_llm()
+    }
+
     /// Who finds the questions' entities and who answers.
     pub fn backends(&self) -> (BackendId, BackendId) {
         (self.query_entities.identity(), self.answerer.identity())
     }
 
-    /// Embeds the questions and finds their entities (with the query-entities backend). Questions
-    /// are put in Unicode NFC first, as every text of the index is.
-    pub fn prepare(&self, mut questions: Vec<Question>) -> Result<Prepared> {
+    /// Embeds the questions and finds their entities (with the query-entities backend), and
+    /// embeds the entities too, for every strategy to use the batch. Questions are put in Unicode
+    /// NFC first, as every text of the index is.
+    pub fn prepare(&self, questions: Vec<Question>) -> Result<Prepared> {
+        self.prepare_embedding(questions, true)
+    }
+
+    /// [`Engine::prepare`] for one strategy: the entities are embedded only when `mode` reads
+    /// their vectors (HyperGraphRAG and SG-RAG's paths), which saves a second embedding call for
+    /// the others — a server answering each batch with one strategy.
+    pub fn prepare_for(&self, questions: Vec<Question>, mode: Mode) -> Result<Prepared> {
+        self.prepare_embedding(questions, matches!(mode, Mode::Hypergraphrag | Mode::Paths))
+    }
+
+    fn prepare_embedding(&self, mut questions: Vec<Question>, entity_vectors: bool) -> Result<Prepared> {
         for q in &mut questions {
             q.question = crate::core::text::nfc(std::mem::take(&mut q.question));
         }
@@ -394,9 +411,13 @@ impl Engine {
         let embed_ms = started.elapsed().as_secs_f64() * 1000.0 / count;
         let entities = self.query_entities.entities_all(&texts);
         let started = Instant::now();
-        let flat: Vec<&str> = entities.iter().flatten().map(String::as_str).collect();
+        let flat: Vec<&str> =
+            if entity_vectors { entities.iter().flatten().map(String::as_str).collect() } else { Vec::new() };
         let mut flat_vectors = self.embedder.embed(&flat)?.into_iter();
-        let entity_vectors = entities.iter().map(|e| flat_vectors.by_ref().take(e.len()).collect()).collect();
+        let entity_vectors = match entity_vectors {
+            true => entities.iter().map(|e| flat_vectors.by_ref().take(e.len()).collect()).collect(),
+            false => vec![Vec::new(); entities.len()],
+        };
         let entity_embed_ms = started.elapsed().as_secs_f64() * 1000.0 / count;
         Ok(Prepared { questions, vectors, entities, entity_vectors, embed_ms, entity_embed_ms })
     }
@@ -574,6 +595,18 @@ impl Engine {
     /// Answers every prepared question under `config` (mode, toggles, breadths, budget).
     pub fn answer(&self, prepared: &Prepared, config: &QueryConfig) -> Result<Vec<Answer>> {
         let contexts = self.contexts(prepared, config)?;
+        Ok(self.answer_contexts(prepared, config, contexts))
+    }
+
+    /// Answers every prepared question from its context ([`Engine::contexts`] under the same
+    /// `config`): the retrieval and the generation apart, for a caller that does not want an
+    /// LLM's answers to hold up the next retrieval.
+    pub fn answer_contexts(
+        &self,
+        prepared: &Prepared,
+        config: &QueryConfig,
+        contexts: Vec<QuestionContext>,
+    ) -> Vec<Answer> {
         let questions: Vec<&str> = prepared.questions.iter().map(|q| q.question.as_str()).collect();
         let context_refs: Vec<&Context> = contexts.iter().map(|c| &c.0).collect();
         let answered = self.answerer.answer_all(
@@ -582,7 +615,7 @@ impl Engine {
             AnswerOptions { closed_book: config.mode == Mode::None, short: config.short_answers },
         );
         let label = self.label(config);
-        Ok(prepared
+        prepared
             .questions
             .iter()
             .zip(contexts)
@@ -609,7 +642,7 @@ impl Engine {
                 notes: context.notes,
                 structure: context.structure,
             })
-            .collect())
+            .collect()
     }
 
     /// Appends the LLM calls of the query-time backends made so far (query entities, query

@@ -145,7 +145,7 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
     let local = args.index.open_local(Selection::Tables(&read), false)?;
     let index = Index::open(local.path())?;
     let engine = compose::open_engine(&index, &config)?;
-    let prepared = engine.prepare(questions)?;
+    let prepared = engine.prepare_for(questions, config.query.mode)?;
     let answers = engine.answer(&prepared, &config.query)?;
     engine.record_calls()?;
     if let Some(copy) = local.copy() {

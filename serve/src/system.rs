@@ -82,10 +82,25 @@ pub async fn metrics(State(server): AppState, headers: HeaderMap) -> ApiResult<i
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], server.metrics.render(&server.indexes)))
 }
 
-/// The OpenAPI description of every endpoint.
+/// The OpenAPI description of every endpoint, with the names of the indexes this server serves
+/// as the values an `index` may take.
 #[utoipa::path(get, path = "/openapi.json", responses((status = 200, description = "This description", body = Object)))]
-pub async fn openapi() -> impl IntoResponse {
-    Json(ApiDoc::openapi())
+pub async fn openapi(State(server): AppState) -> impl IntoResponse {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    let names: Vec<serde_json::Value> = server.indexes.keys().map(|n| serde_json::Value::String(n.clone())).collect();
+    // (`get_mut`, not indexing: indexing a missing key of a mutable value inserts a null.)
+    let operations = doc.get_mut("paths").and_then(|p| p.as_object_mut()).into_iter().flat_map(|p| p.values_mut());
+    for operation in operations.filter_map(serde_json::Value::as_object_mut).flat_map(|item| item.values_mut()) {
+        let parameters = operation.get_mut("parameters").and_then(|p| p.as_array_mut()).into_iter().flatten();
+        for parameter in parameters.filter(|p| p["name"] == "index" && p["in"] == "path") {
+            parameter["schema"]["enum"] = serde_json::Value::Array(names.clone());
+        }
+    }
+    let index = doc.pointer_mut("/components/schemas/QueryRequest/properties/index");
+    if let Some(index) = index.and_then(|i| i.as_object_mut()) {
+        index.insert("enum".into(), serde_json::Value::Array(names));
+    }
+    Json(doc)
 }
 
 /// The OpenAPI description, generated from the handlers and their types.

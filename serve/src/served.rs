@@ -71,22 +71,21 @@ impl Served {
                 (Index::open(local.path())?, Some(local))
             }
         };
-        let writable = copy.is_none();
         let jobs = Arc::new(Jobs::open(index.root())?);
-        let first = match Generation::load(&index, config, 1) {
-            Ok(generation) => Arc::new(generation),
-            Err(error) if writable && jobs.has_queued() => {
+        let writer = copy.is_none().then(|| Writer {
+            name: name.to_owned(),
+            index: index.clone(),
+            config: config.clone(),
+            jobs: jobs.clone(),
+            paths: Arc::default(),
+        });
+        let first = match (Generation::load(&index, config, 1), &writer) {
+            (Ok(generation), _) => Arc::new(generation),
+            (Err(error), Some(writer)) if jobs.has_queued() => {
                 crate::log(&format!(
                     "index {name}: the kb cannot be loaded ({}); finishing the update jobs left unfinished first",
                     chain(&error)
                 ));
-                let writer = Writer {
-                    name: name.to_owned(),
-                    index: index.clone(),
-                    config: config.clone(),
-                    jobs: jobs.clone(),
-                    paths: Arc::default(),
-                };
                 match writer.apply(&jobs.take_now(), None) {
                     Some(generation) => {
                         writer.paths.request(name, &index, config);
@@ -95,19 +94,12 @@ impl Served {
                     None => Arc::new(Generation::load(&index, config, 1).with_context(|| format!("index {name}"))?),
                 }
             }
-            Err(error) => return Err(anyhow::Error::new(error).context(format!("index {name}"))),
+            (Err(error), _) => return Err(anyhow::Error::new(error).context(format!("index {name}"))),
         };
         let current = Arc::new(RwLock::new(first));
         let batcher = Batcher::start(current.clone(), workers.threads, workers.max_batch);
-        let writer = match writable {
-            true => {
-                let writer = Writer {
-                    name: name.to_owned(),
-                    index: index.clone(),
-                    config: config.clone(),
-                    jobs: jobs.clone(),
-                    paths: Arc::default(),
-                };
+        let writer = match writer {
+            Some(writer) => {
                 let current = current.clone();
                 let thread = std::thread::Builder::new()
                     .name(format!("flexstruct-writer-{name}"))
@@ -115,7 +107,7 @@ impl Served {
                     .context("starting the index's writer")?;
                 Some(thread)
             }
-            false => None,
+            None => None,
         };
         Ok(Arc::new(Served {
             name: name.to_owned(),

@@ -321,6 +321,26 @@ impl Jobs {
         }
     }
 
+    /// Forgets all but the `keep` newest ended jobs, in memory and in the index (job ids begin
+    /// with their time, so their order is their age).
+    pub fn forget_old(&self, keep: usize) {
+        let forgotten: Vec<String> = {
+            let mut inner = self.lock();
+            let ended: Vec<String> = inner.jobs.values().filter(|j| j.finished()).map(|j| j.id.clone()).collect();
+            let old = ended[..ended.len().saturating_sub(keep)].to_vec();
+            for id in &old {
+                inner.jobs.remove(id);
+            }
+            old
+        };
+        for id in forgotten {
+            let path = self.dir.join(format!("{id}.json"));
+            if let Err(e) = std::fs::remove_file(&path) {
+                crate::log(&format!("{}: cannot be removed: {e}", path.display()));
+            }
+        }
+    }
+
     /// Removes the files job `id` brought (once applied, they are in the index).
     pub fn remove_files(&self, id: &str) {
         let dir = self.files(id);
@@ -360,5 +380,26 @@ mod tests {
         assert!(resumed.notes[0].contains("in stage merge"), "{:?}", resumed.notes);
         assert_eq!(again.take_now(), vec![b.id.clone()]);
         assert_eq!(again.counts()["done"], 1);
+    }
+
+    #[test]
+    fn only_the_newest_ended_jobs_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = Jobs::open(dir.path()).unwrap();
+        let mut ids = Vec::new();
+        for _ in 0..4 {
+            let job = jobs.submit(Job::new("x", JobKind::Add, Vec::new()));
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            ids.push(job.id);
+        }
+        jobs.take();
+        for id in &ids[..3] {
+            jobs.update(id, |j| j.state = JobState::Done);
+        }
+        jobs.forget_old(2);
+        let kept: Vec<String> = jobs.all().into_iter().map(|j| j.id).collect();
+        assert_eq!(kept, vec![ids[3].clone(), ids[2].clone(), ids[1].clone()], "the open job and the two newest ended");
+        assert!(!dir.path().join(format!(".serve/jobs/{}.json", ids[0])).exists());
+        assert_eq!(Jobs::open(dir.path()).unwrap().all().len(), 3);
     }
 }

@@ -24,6 +24,9 @@ pub fn body_file(id: &str) -> String {
     format!("{id}.jsonl")
 }
 
+/// Ended jobs kept per index (their records, in memory and in the index); older ones are forgotten.
+pub const KEPT_JOBS: usize = 1000;
+
 /// How the question queues are worked.
 #[derive(Debug, Clone, Copy)]
 pub struct Workers {
@@ -233,6 +236,7 @@ impl Writer {
             if self.apply(&batch, Some(current)).is_some() {
                 self.paths.request(&self.name, &self.index, &self.config);
             }
+            self.jobs.forget_old(KEPT_JOBS);
         }
     }
 

@@ -202,6 +202,17 @@ pub async fn ask(served: &Served, question: Question, config: QueryConfig, want:
         .map_err(|e| ApiError::from_pipeline(&e))
 }
 
+/// The index, settings and question of a request, checked (the token may read the index).
+fn asked<'a>(
+    server: &'a Server,
+    headers: &HeaderMap,
+    request: &QueryRequest,
+) -> ApiResult<(&'a Arc<Served>, QueryConfig, Question)> {
+    let served = server.index(headers, request.index.as_deref(), Access::Read)?;
+    let config = query_config(served, request)?;
+    Ok((served, config, question(request.id.as_deref(), &request.question, "question")?))
+}
+
 fn with_generation(mut response: Response, generation: &Generation) -> Response {
     response.headers_mut().insert(GENERATION_HEADER, HeaderValue::from(generation.number));
     response
@@ -218,9 +229,7 @@ pub async fn query(
     headers: HeaderMap,
     JsonBody(request): JsonBody<QueryRequest>,
 ) -> ApiResult<Response> {
-    let served = server.index(&headers, request.index.as_deref(), Access::Read)?;
-    let config = query_config(served, &request)?;
-    let question = question(request.id.as_deref(), &request.question, "question")?;
+    let (served, config, question) = asked(&server, &headers, &request)?;
     let reply = ask(served, question, config, Want::Answer).await?;
     let Output::Answer(answer) = reply.output else { return Err(ApiError::internal("a context came for an answer")) };
     Ok(with_generation(Json(answer).into_response(), &reply.generation))
@@ -236,9 +245,7 @@ pub async fn retrieve(
     headers: HeaderMap,
     JsonBody(request): JsonBody<QueryRequest>,
 ) -> ApiResult<Response> {
-    let served = server.index(&headers, request.index.as_deref(), Access::Read)?;
-    let config = query_config(served, &request)?;
-    let question = question(request.id.as_deref(), &request.question, "question")?;
+    let (served, config, question) = asked(&server, &headers, &request)?;
     let reply = ask(served, question.clone(), config.clone(), Want::Context).await?;
     let Output::Context(found) = reply.output else { return Err(ApiError::internal("an answer came for a context")) };
     let generation = &reply.generation;

@@ -203,12 +203,7 @@ pub async fn delete(
 ) -> ApiResult<Response> {
     let served = server.index(&headers, Some(&index), Access::Write)?;
     writable(served)?;
-    let known = served.generation().document(&doc_id).is_some()
-        || served
-            .jobs
-            .all()
-            .iter()
-            .any(|j| !j.finished() && j.documents.iter().any(|d| d.doc_id.as_deref() == Some(&doc_id)));
+    let known = served.generation().document(&doc_id).is_some() || served.jobs.open_job_of(&doc_id, None).is_some();
     if !known {
         return Err(ApiError::not_found("doc_id", format!("index `{index}` has no document `{doc_id}`")));
     }
@@ -394,11 +389,8 @@ pub async fn read(
     let Query(span) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let generation = served.generation();
     let Some(doc) = generation.document(&doc_id) else {
-        let pending = served.jobs.all().into_iter().find(|j| {
-            !j.finished() && j.kind == JobKind::Add && j.documents.iter().any(|d| d.doc_id.as_deref() == Some(&doc_id))
-        });
-        let message = match pending {
-            Some(job) => format!("document `{doc_id}` is not served yet: job {} adds it", job.id),
+        let message = match served.jobs.open_job_of(&doc_id, Some(JobKind::Add)) {
+            Some(job) => format!("document `{doc_id}` is not served yet: job {job} adds it"),
             None => format!("index `{index}` has no document `{doc_id}`"),
         };
         return Err(ApiError::not_found("doc_id", message));

@@ -6,7 +6,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use flexstruct_pipeline::core::Error;
+use flexstruct_pipeline::core::{Error, chain_message};
 use serde::de::DeserializeOwned;
 
 /// An error answered to a client.
@@ -92,9 +92,9 @@ impl ApiError {
             Error::Config { key, problem } => ApiError::field(settings_field(key), problem.clone()),
             Error::Input { location, problem } => ApiError::bad_request(format!("{location}: {problem}")),
             Error::Index { problem, .. } => ApiError::conflict(problem.to_string()),
-            Error::External { .. } => ApiError::new(StatusCode::BAD_GATEWAY, chain(error)),
+            Error::External { .. } => ApiError::new(StatusCode::BAD_GATEWAY, chain_message(error)),
             _ => {
-                crate::log(&format!("internal error: {}", chain(error)));
+                crate::log(&format!("internal error: {}", chain_message(error)));
                 ApiError::internal("the server failed to answer (its log says why)")
             }
         }
@@ -120,21 +120,6 @@ fn settings_field(key: &str) -> String {
         Some(rest) => format!("settings.{rest}"),
         None => key.to_owned(),
     }
-}
-
-/// An error with its causes, one after the other.
-pub fn chain(error: &dyn std::error::Error) -> String {
-    let mut out = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = cause.source();
-    }
-    out
 }
 
 impl std::fmt::Display for ApiError {

@@ -139,7 +139,7 @@ impl Job {
             kind,
             state: JobState::Queued,
             stage: None,
-            created_at: crate::now(),
+            created_at: now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             started_at: None,
             finished_at: None,
             documents,
@@ -246,6 +246,13 @@ impl Jobs {
         self.lock().jobs.get(id).cloned()
     }
 
+    /// The id of the newest job not yet ended that holds document `doc_id` (of `kind`, if given).
+    pub fn open_job_of(&self, doc_id: &str, kind: Option<JobKind>) -> Option<String> {
+        let inner = self.lock();
+        let mut open = inner.jobs.values().rev().filter(|j| !j.finished() && kind.is_none_or(|k| j.kind == k));
+        open.find(|j| j.documents.iter().any(|d| d.doc_id.as_deref() == Some(doc_id))).map(|j| j.id.clone())
+    }
+
     /// Every job, newest first.
     pub fn all(&self) -> Vec<Job> {
         self.lock().jobs.values().rev().cloned().collect()
@@ -317,7 +324,7 @@ impl Jobs {
             Err(e) => return crate::log(&format!("job {id}: cannot be written: {e}")),
         };
         if let Err(e) = write_file_atomic(&self.dir.join(format!("{id}.json")), &bytes) {
-            crate::log(&format!("job {id}: cannot be written: {}", crate::error::chain(&e)));
+            crate::log(&format!("job {id}: cannot be written: {}", flexstruct_pipeline::core::chain_message(&e)));
         }
     }
 

@@ -9,12 +9,12 @@ use std::sync::{Arc, RwLock};
 use anyhow::Context as _;
 use flexstruct_pipeline::compose::{self, Change};
 use flexstruct_pipeline::config::Config;
+use flexstruct_pipeline::core::chain_message;
 use flexstruct_pipeline::io::{Index, IndexLocation, LocalIndex, Selection, StageMetrics};
 use flexstruct_pipeline::stages::ingest;
 use flexstruct_schemas::Table;
 
 use crate::batch::Batcher;
-use crate::error::chain;
 use crate::generation::Generation;
 use crate::jobs::{DocStatus, Job, JobDocument, JobKind, JobState, Jobs};
 
@@ -87,7 +87,7 @@ impl Served {
             (Err(error), Some(writer)) if jobs.has_queued() => {
                 crate::log(&format!(
                     "index {name}: the kb cannot be loaded ({}); finishing the update jobs left unfinished first",
-                    chain(&error)
+                    chain_message(&error)
                 ));
                 match writer.apply(&jobs.take_now(), None) {
                     Some(generation) => {
@@ -151,7 +151,7 @@ impl Served {
         if self.writable()
             && let Err(e) = self.generation().engine.record_calls()
         {
-            crate::log(&format!("index {}: recording the LLM calls: {}", self.name, chain(&e)));
+            crate::log(&format!("index {}: recording the LLM calls: {}", self.name, chain_message(&e)));
         }
     }
 
@@ -210,7 +210,7 @@ impl PathsRefresh {
                         started.elapsed().as_secs_f64()
                     )),
                     Ok(None) => {}
-                    Err(e) => crate::log(&format!("index {name}: rebuilding the path index: {}", chain(&e))),
+                    Err(e) => crate::log(&format!("index {name}: rebuilding the path index: {}", chain_message(&e))),
                 }
                 let mut state = me.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 if state.1 {
@@ -279,7 +279,7 @@ impl Writer {
         let next = match Generation::load(&self.index, &self.config, number + 1) {
             Ok(next) => Arc::new(next),
             Err(error) => {
-                self.fail(ids, number, &format!("the updated kb could not be loaded: {}", chain(&error)));
+                self.fail(ids, number, &format!("the updated kb could not be loaded: {}", chain_message(&error)));
                 return None;
             }
         };
@@ -289,7 +289,7 @@ impl Writer {
                 next.clone(),
             );
             if let Err(e) = previous.engine.record_calls() {
-                crate::log(&format!("index {}: recording the LLM calls: {}", self.name, chain(&e)));
+                crate::log(&format!("index {}: recording the LLM calls: {}", self.name, chain_message(&e)));
             }
         }
         for id in ids {
@@ -383,20 +383,28 @@ impl Writer {
 
     /// Marks the documents of `ids` that a stage failed on.
     fn record_failures(&self, ids: &[String], runs: &[StageMetrics<serde_json::Value>]) {
+        // The first failure of each document (its earliest stage), then one write per job.
+        let mut failed: std::collections::HashMap<&str, (&str, &str)> = std::collections::HashMap::new();
         for run in runs {
             for failure in &run.failures {
-                let Some(doc_id) = failure.doc_id.as_deref() else { continue };
-                for id in ids {
-                    self.jobs.update(id, |job| {
-                        let failed = job.documents.iter_mut().filter(|d| d.doc_id.as_deref() == Some(doc_id));
-                        for d in failed.filter(|d| d.status == DocStatus::Processing) {
-                            d.status = DocStatus::Failed;
-                            d.stage = Some(run.stage.clone());
-                            d.message = Some(failure.message.clone());
-                        }
-                    });
+                if let Some(doc_id) = failure.doc_id.as_deref() {
+                    failed.entry(doc_id).or_insert((&run.stage, &failure.message));
                 }
             }
+        }
+        if failed.is_empty() {
+            return;
+        }
+        for id in ids {
+            self.jobs.update(id, |job| {
+                for d in job.documents.iter_mut().filter(|d| d.status == DocStatus::Processing) {
+                    if let Some((stage, message)) = d.doc_id.as_deref().and_then(|doc| failed.get(doc)) {
+                        d.status = DocStatus::Failed;
+                        d.stage = Some((*stage).to_owned());
+                        d.message = Some((*message).to_owned());
+                    }
+                }
+            });
         }
     }
 

@@ -8,13 +8,14 @@ use std::time::Instant;
 
 use super::context::Context;
 use super::kb::Span;
-use super::{STAGE, rules_query_entities, short};
+use super::{STAGE, rules_query_entities};
 use crate::core::backend::BackendId;
 use crate::core::text::sentences;
 use crate::core::words::is_question_stop_word;
 use crate::io::CallRecord;
 use crate::llm::prompts::{Prompt, answer_messages};
 use crate::llm::{CallContext, Runner};
+use crate::rules::question as reader;
 
 /// One question's answer as a backend gives it.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -213,7 +214,7 @@ fn candidates(context: &Context) -> Vec<Candidate> {
 /// cover the question's (each word weighted by its rarity among the candidate sentences), plus
 /// [`TYPE_BONUS`] when it holds the kind of thing the question asks for; sentences that add
 /// nothing to the question come last, and higher-ranked evidence wins ties. With `short`, a
-/// factoid question is answered by the span that answers it ([`short::short_answer`]), with the
+/// factoid question is answered by the span that answers it ([`reader::short_answer`]), with the
 /// sentence it comes from as `support`; otherwise (or when the evidence does not decide) the
 /// answer is the best sentence.
 pub fn extractive(question: &str, context: &Context, short: bool) -> Generated {
@@ -229,7 +230,7 @@ pub fn extractive(question: &str, context: &Context, short: bool) -> Generated {
     let best = best_of(&scores, |_| true).unwrap_or(0);
     let found = short
         .then(|| {
-            short::short_answer(question, &rules_query_entities(question), &reader_sentences(&candidates, &scores))
+            reader::short_answer(question, &rules_query_entities(question), &reader_sentences(&candidates, &scores))
         })
         .flatten();
     let (answer, c) = match found {
@@ -334,34 +335,35 @@ fn scores(question: &str, asked: &HashSet<String>, candidates: &[Candidate]) -> 
     }
     let n = candidates.len() as f32;
     let idf = |w: &str| ((n + 1.0) / (df.get(w).copied().unwrap_or(0) as f32 + 0.5)).ln();
-    let wanted = short::asked(question);
+    let wanted = reader::asked(question);
     candidates
         .iter()
         .map(|c| {
             let overlap: f32 = c.words.union(&c.carried).filter(|w| asked.contains(*w)).map(|w| idf(w)).sum();
-            let typed = if wanted.as_ref().is_some_and(|t| short::holds(t, &c.text, asked)) { TYPE_BONUS } else { 0.0 };
+            let typed =
+                if wanted.as_ref().is_some_and(|t| reader::holds(t, &c.text, asked)) { TYPE_BONUS } else { 0.0 };
             let adds = c.words.iter().any(|w| !asked.contains(w));
             overlap + typed + if adds { 0.0 } else { ADDS_NOTHING }
         })
         .collect()
 }
 
-/// The entities `context` says too little about for `question` ([`short::unanswered_bridges`]:
+/// The entities `context` says too little about for `question` ([`reader::unanswered_bridges`]:
 /// the entity a relation chain reaches, the undated holders of a compared role), read with the
 /// answerer's own sentence scores: what second retrievals should look for.
 pub fn unanswered_bridges(question: &str, context: &Context) -> Vec<String> {
     let asked: HashSet<String> = content_words(question).into_iter().collect();
     let candidates = candidates(context);
     let scores = scores(question, &asked, &candidates);
-    short::unanswered_bridges(question, &rules_query_entities(question), &reader_sentences(&candidates, &scores))
+    reader::unanswered_bridges(question, &rules_query_entities(question), &reader_sentences(&candidates, &scores))
 }
 
 /// The candidates with their scores, as the short-answer reader takes them.
-fn reader_sentences<'c>(candidates: &'c [Candidate], scores: &[f32]) -> Vec<short::Sentence<'c>> {
+fn reader_sentences<'c>(candidates: &'c [Candidate], scores: &[f32]) -> Vec<reader::Sentence<'c>> {
     candidates
         .iter()
         .zip(scores)
-        .map(|(c, &score)| short::Sentence { text: &c.text, score, group: c.evidence })
+        .map(|(c, &score)| reader::Sentence { text: &c.text, score, group: c.evidence })
         .collect()
 }
 

@@ -28,7 +28,6 @@ pub mod paths;
 pub mod rerank;
 pub mod retrieve;
 pub mod scan;
-pub mod short;
 #[cfg(test)]
 mod tests;
 
@@ -58,6 +57,7 @@ use crate::io::calls::append_calls;
 use crate::io::files::write_file_atomic;
 use crate::io::parquet::write_rows_parquet;
 use crate::models::Embedder;
+use crate::rules::question as reader;
 
 /// Stage name (in `llm_calls`).
 pub const STAGE: &str = "query";
@@ -524,7 +524,7 @@ impl Engine {
     /// context is read by the extractive reader ([`generate::unanswered_bridges`]); for each
     /// entity it names that the context says too little about (the one a relation chain
     /// reaches, each undated director a comparison names), the question's own words about that
-    /// entity ([`short::second_query`]) are embedded and retrieved with the same strategy, and
+    /// entity ([`reader::second_query`]) are embedded and retrieved with the same strategy, and
     /// the best `second_hop` pieces of each join the question's retrieval ranked just after its
     /// first piece (a comparison's two retrievals taking turns), so that the cap keeps them and
     /// drops the first retrieval's last (joining after the second or the sixth gave the same
@@ -544,7 +544,7 @@ impl Engine {
             .enumerate()
             .map(|(i, r)| {
                 let question = &prepared.questions[i].question;
-                if !short::may_bridge(question) {
+                if !reader::may_bridge(question) {
                     return (None, Vec::new());
                 }
                 let context = self.assemble(&r.rows, config);
@@ -555,7 +555,7 @@ impl Engine {
                 let asks = entities
                     .into_iter()
                     .map(|entity| {
-                        let text = short::second_query(question, &entity);
+                        let text = reader::second_query(question, &entity);
                         (entity, text)
                     })
                     .collect();

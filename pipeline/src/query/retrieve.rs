@@ -507,7 +507,9 @@ fn fused(kb: &Kb, config: &QueryConfig, query: QueryInput<'_>, scanned: Scanned)
 /// boost cost the novels' tune half half a point of answer-token recall with them, while on
 /// 2wiki it changed nothing.
 fn follows_relation(question: &str) -> bool {
-    super::short::hop_phrases(question).iter().any(|(_, hops)| hops.iter().any(|h| *h != super::short::Hop::Child))
+    crate::rules::question::hop_phrases(question)
+        .iter()
+        .any(|(_, hops)| hops.iter().any(|h| *h != crate::rules::question::Hop::Child))
 }
 
 /// Names shared by more entity nodes than this are hubs (a country, a common word), not

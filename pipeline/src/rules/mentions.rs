@@ -200,7 +200,7 @@ const PHRASE_BOUNDARIES: &[&str] = &[
 ];
 
 /// Connectors allowed inside a multi-word name (`University of Tartu`, `Hallam & Price`).
-const NAME_CONNECTORS: &[&str] =
+pub const NAME_CONNECTORS: &[&str] =
     &["of", "the", "de", "la", "le", "du", "van", "von", "der", "den", "da", "di", "y", "&", "for", "and"];
 
 /// Month names (lowercase).

@@ -17,7 +17,7 @@ use crate::models::embedder_for;
 use crate::query::paths::{LlmQueryGraphs, QueryGraphs, RulesQueryGraphs};
 use crate::query::{
     Answerer, EndpointReranker, Engine, ExtractiveAnswerer, LlmAnswerer, LlmQueryEntities, QueryEntities, Reranker,
-    RulesQueryEntities,
+    RulesQueryEntities, VectorSetup,
 };
 use crate::stages::extract::{self, Extractor, LlmExtractor, RulesExtractor};
 use crate::stages::graph::{self, LlmRelations, RelationExtractor, RulesRelations};
@@ -199,7 +199,7 @@ pub fn run_stage(stage: Stage, ctx: &RunContext<'_>, config: &Config) -> Result<
 /// The query engine of `index` with the configured embedding model and query-time backends.
 pub fn engine(index: &Index, config: &Config, backends: &Backends) -> Result<Engine> {
     let embedder = embedder_for(&config.embed, index.root())?;
-    let vectors = (embedder, config.query.vector_precision, &config.ann);
+    let vectors = VectorSetup { embedder, precision: config.query.vector_precision, ann: &config.ann };
     Ok(Engine::new(index, vectors, backends.query_entities(), backends.answerer())?
         .with_query_graphs(backends.query_graphs())
         .with_reranker(backends.reranker()))

@@ -15,7 +15,7 @@ use flexstruct_pipeline::core::tokens::TokenCounter;
 use flexstruct_pipeline::query::context::Evidence;
 use flexstruct_pipeline::query::kb::Span;
 use flexstruct_pipeline::query::paths::StructureMatch;
-use flexstruct_pipeline::query::retrieve::EntityMatch;
+use flexstruct_pipeline::query::strategy::EntityMatch;
 use flexstruct_pipeline::query::{Answer, QueryConfig, Question};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -9,9 +9,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use flexstruct_pipeline::core::Error;
-use flexstruct_pipeline::query::context::Context;
-use flexstruct_pipeline::query::retrieve::EntityMatch;
-use flexstruct_pipeline::query::{Answer, QueryConfig, Question};
+use flexstruct_pipeline::query::{Answer, QueryConfig, Question, QuestionContext};
 use tokio::sync::oneshot;
 
 use crate::generation::Generation;
@@ -25,24 +23,11 @@ pub enum Want {
     Answer,
 }
 
-/// A question's context, as retrieval gave it.
-#[derive(Debug)]
-pub struct Retrieved {
-    /// The context.
-    pub context: Context,
-    /// The question's entities and how they matched.
-    pub entities: Vec<EntityMatch>,
-    /// Milliseconds of retrieval (the question's share of the batch's).
-    pub retrieval_ms: f64,
-    /// The part of them spent embedding.
-    pub embed_ms: f64,
-}
-
 /// What a question got.
 #[derive(Debug)]
 pub enum Output {
     /// Its context.
-    Context(Retrieved),
+    Context(QuestionContext),
     /// Its answer.
     Answer(Box<Answer>),
 }
@@ -197,12 +182,7 @@ fn answer(generation: &Arc<Generation>, batch: Vec<Ask>) {
     };
     match want {
         Want::Context => {
-            let outputs = contexts
-                .into_iter()
-                .map(|(context, entities, retrieval_ms, embed_ms)| {
-                    Output::Context(Retrieved { context, entities, retrieval_ms, embed_ms })
-                })
-                .collect();
+            let outputs = contexts.into_iter().map(Output::Context).collect();
             reply(generation, outputs);
         }
         Want::Answer => {

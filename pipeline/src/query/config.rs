@@ -11,70 +11,58 @@ use crate::core::units::Unit;
 use crate::core::{Error, Result};
 pub use crate::io::kb::Precision;
 
-/// Retrieval strategy of the query stage: the three FlexStructRAG modes and the peers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Entity + hyperedge + edge + cluster retrieval (the paper's default).
-    #[default]
-    Hybrid,
-    /// Entity + hyperedge + cluster retrieval.
-    Hypergraph,
-    /// Entity + edge retrieval.
-    Graph,
-    /// Standard RAG: the top chunks by cosine.
-    Chunks,
-    /// No retrieval (the model answers from its own knowledge).
-    None,
-    /// HyperGraphRAG: entity and hyperedge retrieval, bidirectional expansion, chunk fusion.
-    Hypergraphrag,
-    /// A strong simple baseline: chunks ranked by their best sentence (the highest cosine of a
-    /// hyperedge located inside the chunk; the chunk's own vector when it has none).
-    #[serde(rename = "chunks-maxsim")]
-    ChunksMaxsim,
-    /// A strong simple baseline: the top hyperedges by cosine, each widened to its ±`window_k`
-    /// neighbours in its document, overlapping windows merged, as passages best first.
-    #[serde(rename = "sentence-window")]
-    SentenceWindow,
-    /// SG-RAG: the question as a graph, matched exactly against the kb's graph through the path
-    /// index (`flexstruct-paths`); the 1-hop neighbourhood of its entities when nothing matches.
-    Paths,
+/// Declares [`Mode`] from the table of strategies: each row a variant, the name of flags, config
+/// and outputs, whether evaluation compares it by default, and its help.
+macro_rules! modes {
+    ($($variant:ident $name:literal $compared:literal $help:literal,)+) => {
+        /// Retrieval strategy of the query stage: the three FlexStructRAG modes and the peers.
+        /// What each one does is its file under [`super::strategy`].
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+        pub enum Mode {
+            #[default]
+            $(#[doc = $help] #[serde(rename = $name)] $variant,)+
+        }
+
+        impl Mode {
+            /// Every mode, in the order reports list them.
+            pub const ALL: &[Mode] = &[$(Mode::$variant),+];
+
+            /// The name used in flags, config and outputs.
+            pub fn name(self) -> &'static str {
+                match self { $(Mode::$variant => $name,)+ }
+            }
+
+            /// What the strategy does, in a line.
+            pub fn help(self) -> &'static str {
+                match self { $(Mode::$variant => $help,)+ }
+            }
+
+            /// Whether `flexstruct-eval run` compares it unless told which modes to run.
+            pub fn compared_by_default(self) -> bool {
+                match self { $(Mode::$variant => $compared,)+ }
+            }
+        }
+    };
 }
 
-impl Mode {
-    /// Every mode, in the order reports list them.
-    pub const ALL: [Mode; 9] = [
-        Mode::Hybrid,
-        Mode::Hypergraph,
-        Mode::Graph,
-        Mode::Chunks,
-        Mode::None,
-        Mode::Hypergraphrag,
-        Mode::ChunksMaxsim,
-        Mode::SentenceWindow,
-        Mode::Paths,
-    ];
-
-    /// The name used in flags, config and outputs.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Hybrid => "hybrid",
-            Mode::Hypergraph => "hypergraph",
-            Mode::Graph => "graph",
-            Mode::Chunks => "chunks",
-            Mode::None => "none",
-            Mode::Hypergraphrag => "hypergraphrag",
-            Mode::ChunksMaxsim => "chunks-maxsim",
-            Mode::SentenceWindow => "sentence-window",
-            Mode::Paths => "paths",
-        }
-    }
+// The table of strategies: a new strategy is a row here and its file under `strategy/` (whose
+// `of` the compiler then asks for a line). The first row is the default.
+modes! {
+    Hybrid "hybrid" true "Entity + hyperedge + edge + cluster retrieval (the paper's default), fused with bridge and lexical retrieval.",
+    Hypergraph "hypergraph" true "Entity + hyperedge + cluster retrieval (with bridges and lexical, fused).",
+    Graph "graph" true "Entity + edge retrieval over the binary graph.",
+    Chunks "chunks" true "Standard RAG: the top chunks by cosine.",
+    ChunksMaxsim "chunks-maxsim" true "Chunks ranked by their best sentence (a strong simple baseline).",
+    SentenceWindow "sentence-window" true "The top hyperedges, each with its neighbours in its document (a strong simple baseline).",
+    Hypergraphrag "hypergraphrag" true "HyperGraphRAG: entity and hyperedge retrieval, bidirectional expansion, chunk fusion.",
+    Paths "paths" false "SG-RAG: the question as a graph matched against the kb's through the path index (needs `make paths`).",
+    None "none" true "No retrieval: the model answers from its own knowledge.",
 }
 
 impl std::str::FromStr for Mode {
     type Err = Error;
     fn from_str(s: &str) -> Result<Mode> {
-        Mode::ALL.into_iter().find(|m| m.name() == s.trim()).ok_or_else(|| {
+        Mode::ALL.iter().copied().find(|m| m.name() == s.trim()).ok_or_else(|| {
             let names: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
             Error::config("query.mode", format!("unknown query mode `{s}` (one of {})", names.join(", ")))
         })
@@ -324,37 +312,6 @@ impl QueryConfig {
             hyperedge: pick(self.tau_eh, Unit::Hyperedge, calibrated.hyperedge),
             edge: pick(self.tau_e, Unit::Edge, calibrated.edge),
             chunk: pick(self.tau_chunk, Unit::Chunk, calibrated.chunk),
-        }
-    }
-
-    /// Whether this strategy's context merges what overlaps ([`QueryConfig::merge`], and always
-    /// for sentence windows, widened hyperedges and the fused assembly).
-    pub fn merges(&self) -> bool {
-        self.merge || self.mode == Mode::SentenceWindow || self.widen > 0 || self.fuses()
-    }
-
-    /// Whether this strategy assembles its context by fusion: the fused assembly of hybrid or
-    /// hypergraph (graph, whose modules are entities and edges, keeps the paper's).
-    pub fn fuses(&self) -> bool {
-        self.assembly == Assembly::Fused && matches!(self.mode, Mode::Hybrid | Mode::Hypergraph)
-    }
-
-    /// Whether this strategy fills its cap ([`QueryConfig::fill`] with a cap set).
-    pub fn fills(&self) -> bool {
-        self.fill && self.max_context_tokens > 0
-    }
-
-    /// The candidates each module offers: its configured breadth, or at least [`FILL_POOL`]
-    /// when the strategy fills its cap or fuses rankings (a breadth of 0 stays 0: the module is
-    /// off).
-    pub fn breadths(&self) -> Breadths {
-        // The fused assembly ranks whole pools and takes its breadths from them.
-        let pool = |n: usize| if (self.fills() || self.fuses()) && n > 0 { n.max(FILL_POOL) } else { n };
-        Breadths {
-            hyperedges: pool(self.n_eh),
-            edges: pool(self.n_e),
-            bridges: pool(self.n_b),
-            chunks: pool(self.chunk_k),
         }
     }
 

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use serde::Serialize;
 
 use super::kb::{Kb, Span};
-use super::retrieve::{Retrieved, StructureMatch, Unit};
+use super::strategy::{Retrieved, StructureMatch, Unit};
 use crate::core::ids::chunk_id;
 use crate::core::tokens::TokenCounter;
 

@@ -26,12 +26,12 @@ pub mod kb;
 pub mod lexical;
 pub mod paths;
 pub mod rerank;
-pub mod retrieve;
 pub mod scan;
+pub mod strategy;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io::BufRead;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -45,9 +45,9 @@ use self::context::{Context, Evidence};
 pub use self::entities::{LlmQueryEntities, QueryEntities, RulesQueryEntities, rules_query_entities};
 pub use self::generate::{AnswerOptions, Answerer, ExtractiveAnswerer, LlmAnswerer};
 use self::kb::{Kb, Span};
-use self::paths::{GraphOrigin, PathIndex, PathQuery, QueryGraphs, RulesQueryGraphs, StructureMatch};
+use self::paths::{PathIndex, QueryGraphs, RulesQueryGraphs, StructureMatch};
 pub use self::rerank::{EndpointReranker, Reranker};
-use self::retrieve::{EntityMatch, Modules, QueryInput, Retrieval};
+use self::strategy::{EntityMatch, Modules, QueryInput, Retrieval, Retrieved};
 use crate::core::backend::BackendId;
 use crate::core::tokens::TokenCounter;
 use crate::core::{Error, Result};
@@ -153,7 +153,7 @@ pub fn variant(config: &QueryConfig) -> String {
     .chain([(config.fuses() && config.second_hop == 0, "2nd hop")])
     .filter_map(|(off, name)| off.then_some(name))
     .collect();
-    let paper = config.assembly == Assembly::Paper && matches!(config.mode, Mode::Hybrid | Mode::Hypergraph);
+    let paper = config.assembly == Assembly::Paper && config.strategy().fusable();
     let name = if paper { format!("{}-paper", config.mode.name()) } else { config.mode.name().to_owned() };
     if off.is_empty() { name } else { format!("{name} w/o {}", off.join("+")) }
 }
@@ -219,9 +219,52 @@ pub struct Prepared {
     pub entity_embed_ms: f64,
 }
 
-/// One question's context, its entity matches, its retrieval milliseconds and the part of them
-/// spent embedding.
-pub type QuestionContext = (Context, Vec<EntityMatch>, f64, f64);
+impl Prepared {
+    /// What each question brings to retrieval.
+    pub fn inputs(&self) -> Vec<QueryInput<'_>> {
+        (0..self.questions.len())
+            .map(|i| QueryInput {
+                text: &self.questions[i].question,
+                vector: &self.vectors[i],
+                entities: &self.entities[i],
+                entity_vectors: &self.entity_vectors[i],
+            })
+            .collect()
+    }
+}
+
+/// One question's context and what retrieving it took.
+#[derive(Debug, Clone)]
+pub struct QuestionContext {
+    /// The context.
+    pub context: Context,
+    /// The question's entities and how they matched.
+    pub entities: Vec<EntityMatch>,
+    /// Milliseconds of retrieval (the question's share of the batch's).
+    pub retrieval_ms: f64,
+    /// The part of them spent embedding.
+    pub embed_ms: f64,
+}
+
+/// How the engine embeds questions and holds and searches the kb's vectors.
+pub struct VectorSetup<'a> {
+    /// The embedder of the questions, whose model the kb's vectors must be of.
+    pub embedder: Box<dyn Embedder>,
+    /// The precision the vectors are held at.
+    pub precision: Precision,
+    /// The approximate search of the tables that have one.
+    pub ann: &'a AnnConfig,
+}
+
+impl std::fmt::Debug for VectorSetup<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VectorSetup")
+            .field("model", &self.embedder.model())
+            .field("precision", &self.precision)
+            .field("ann", &self.ann)
+            .finish()
+    }
+}
 
 /// The knowledge base, the embedder and the two query-time backends, loaded once.
 pub struct Engine {
@@ -247,11 +290,11 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// Loads the kb of `index`, whose vectors must be of `embedder`'s model, with the given
-    /// query-entities and answers backends; its vectors held at `precision`.
+    /// Loads the kb of `index`, whose vectors must be of `vectors`' embedder's model, with the
+    /// given query-entities and answers backends.
     pub fn new(
         index: &Index,
-        (embedder, precision, ann): (Box<dyn Embedder>, Precision, &AnnConfig),
+        VectorSetup { embedder, precision, ann }: VectorSetup<'_>,
         query_entities: Box<dyn QueryEntities>,
         answerer: Box<dyn Answerer>,
     ) -> Result<Engine> {
@@ -292,7 +335,7 @@ impl Engine {
     /// Whether `config`'s strategy is re-ranked: a re-ranker is set, `query.rerank_candidates` is
     /// not 0, and the strategy retrieves.
     pub fn reranks(&self, config: &QueryConfig) -> bool {
-        self.reranker.is_some() && config.rerank_candidates > 0 && config.mode != Mode::None
+        self.reranker.is_some() && config.rerank_candidates > 0 && config.strategy().retrieves()
     }
 
     /// The label of `config`'s strategy as answers carry it: its [`variant`], and `+rerank` when
@@ -315,52 +358,6 @@ impl Engine {
     /// The path index, when a question has used it.
     pub fn loaded_path_index(&self) -> Option<Arc<PathIndex>> {
         self.paths.lock().ok().and_then(|slot| slot.clone())
-    }
-
-    /// Structure-guided retrieval for every prepared question: each question's graph (ψ: rules
-    /// or the LLM), its relation words and unfamiliar mentions embedded once for the batch, then
-    /// the path index.
-    fn path_retrievals(&self, prepared: &Prepared) -> Result<Vec<Retrieval>> {
-        let index = self.path_index()?;
-        let questions: Vec<&str> = prepared.questions.iter().map(|q| q.question.as_str()).collect();
-        let graphs = self.query_graphs.graphs_all(&questions, &prepared.entities);
-        let mut texts: Vec<&str> = Vec::new();
-        for ((graph, _), entities) in graphs.iter().zip(&prepared.entities) {
-            texts.extend(graph.edges.iter().map(|e| e.relation.as_str()));
-            let unfamiliar = graph.nodes.iter().filter_map(|n| n.mention.as_deref());
-            texts.extend(unfamiliar.filter(|m| !entities.iter().any(|e| e.eq_ignore_ascii_case(m))));
-        }
-        texts.retain(|t| !t.is_empty());
-        texts.sort_unstable();
-        texts.dedup();
-        let embedded: HashMap<String, Vec<f32>> =
-            texts.iter().map(|t| t.to_string()).zip(self.embedder.embed(&texts)?).collect();
-        Ok((0..prepared.questions.len())
-            .into_par_iter()
-            .map(|i| {
-                let question = QueryInput {
-                    text: &prepared.questions[i].question,
-                    vector: &prepared.vectors[i],
-                    entities: &prepared.entities[i],
-                    entity_vectors: &prepared.entity_vectors[i],
-                };
-                let (graph, origin) = &graphs[i];
-                let mut found = index.retrieve(&self.kb, PathQuery { graph, question, texts: &embedded });
-                match origin {
-                    GraphOrigin::Rules => {}
-                    GraphOrigin::Llm => found.notes.push("paths: the query graph is the LLM's".to_owned()),
-                    GraphOrigin::RulesAfterLlm(why) => found
-                        .notes
-                        .push(format!("paths: the LLM's query graph was unusable ({why}); the rules' instead")),
-                }
-                Retrieval {
-                    rows: found.rows,
-                    notes: found.notes,
-                    structure: Some(found.structure),
-                    ..Retrieval::default()
-                }
-            })
-            .collect())
     }
 
     /// The index the kb was loaded from.
@@ -394,7 +391,7 @@ impl Engine {
     /// their vectors (HyperGraphRAG and SG-RAG's paths), which saves a second embedding call for
     /// the others — a server answering each batch with one strategy.
     pub fn prepare_for(&self, questions: Vec<Question>, mode: Mode) -> Result<Prepared> {
-        self.prepare_embedding(questions, matches!(mode, Mode::Hypergraphrag | Mode::Paths))
+        self.prepare_embedding(questions, strategy::of(mode).embeds_entities())
     }
 
     fn prepare_embedding(&self, mut questions: Vec<Question>, entity_vectors: bool) -> Result<Prepared> {
@@ -426,24 +423,13 @@ impl Engine {
     /// batch and the per-question lookups and context assembly on every core, so each question
     /// is charged an equal share of the batch's embedding, scans and lookups, and its own
     /// assembly time scaled to the assembly's wall time.
-    /// Returns per question the context, the entity matches, the retrieval milliseconds and the
-    /// part of them spent embedding.
     pub fn contexts(&self, prepared: &Prepared, config: &QueryConfig) -> Result<Vec<QuestionContext>> {
         let count = prepared.questions.len().max(1) as f64;
         let started = Instant::now();
+        let strategy = config.strategy();
         let thresholds = config.thresholds(&self.kb.model, &self.kb.derived_thresholds);
-        let inputs: Vec<QueryInput<'_>> = (0..prepared.questions.len())
-            .map(|i| QueryInput {
-                text: &prepared.questions[i].question,
-                vector: &prepared.vectors[i],
-                entities: &prepared.entities[i],
-                entity_vectors: &prepared.entity_vectors[i],
-            })
-            .collect();
-        let retrievals = match config.mode {
-            Mode::Paths => self.path_retrievals(prepared)?,
-            _ => retrieve::retrieve_batch(&self.kb, config, thresholds, &inputs),
-        };
+        // Plan the scans, scan once for the batch, retrieve each question.
+        let retrievals = strategy.retrieve_prepared(self, prepared, config, thresholds)?;
         // The contexts the second hop read and left as they were, not assembled twice.
         let (retrievals, firsts) = if config.second_hop > 0 && config.fuses() {
             self.second_hop(prepared, config, thresholds, retrievals)?
@@ -452,10 +438,10 @@ impl Engine {
             (retrievals, none)
         };
         let (retrievals, firsts) = self.rerank(prepared, config, retrievals, firsts);
-        let embed_ms = match config.mode {
-            Mode::None => 0.0,
-            Mode::Hypergraphrag | Mode::Paths => prepared.embed_ms + prepared.entity_embed_ms,
-            _ => prepared.embed_ms,
+        let embed_ms = match (strategy.retrieves(), strategy.embeds_entities()) {
+            (false, _) => 0.0,
+            (true, true) => prepared.embed_ms + prepared.entity_embed_ms,
+            (true, false) => prepared.embed_ms,
         };
         let shared_ms = started.elapsed().as_secs_f64() * 1000.0 / count + embed_ms;
         // Contexts are assembled on every core; each question is charged its own assembly time
@@ -477,7 +463,12 @@ impl Engine {
         let scale = if own_ms > 0.0 { (wall_ms / own_ms).min(1.0) } else { 1.0 };
         Ok(assembled
             .into_iter()
-            .map(|(context, matches, ms)| (context, matches, ms * scale + shared_ms, embed_ms))
+            .map(|(context, entities, ms)| QuestionContext {
+                context,
+                entities,
+                retrieval_ms: ms * scale + shared_ms,
+                embed_ms,
+            })
             .collect())
     }
 
@@ -516,7 +507,7 @@ impl Engine {
     }
 
     /// The context of `rows` under `config`'s cap and merging.
-    fn assemble(&self, rows: &[retrieve::Retrieved], config: &QueryConfig) -> Context {
+    fn assemble(&self, rows: &[Retrieved], config: &QueryConfig) -> Context {
         Context::assemble_with(&self.kb, rows, config.max_context_tokens, config.merges(), &self.counter)
     }
 
@@ -577,7 +568,7 @@ impl Engine {
         let inputs: Vec<QueryInput<'_>> = (0..asks.len())
             .map(|k| QueryInput { text: texts[k], vector: &vectors[k], entities: &entities[k], entity_vectors: &[] })
             .collect();
-        let more = retrieve::retrieve_batch(&self.kb, config, thresholds, &inputs);
+        let more = strategy::retrieve_batch(&self.kb, config, thresholds, &inputs);
         for ((i, ..), found) in asks.iter().zip(more) {
             let rows = &mut retrievals[*i].rows;
             let Some(at) = rows.iter().filter(|r| r.tier == 0).map(|r| r.score).max_by(f32::total_cmp) else {
@@ -586,7 +577,7 @@ impl Engine {
             let mut found = found.rows;
             found.sort_by(|a, b| a.tier.cmp(&b.tier).then(b.score.total_cmp(&a.score)));
             for (j, r) in found.into_iter().take(config.second_hop).enumerate() {
-                rows.push(retrieve::Retrieved { tier: 0, score: at * (1.0 - 1e-4 * (j + 1) as f32), ..r });
+                rows.push(Retrieved { tier: 0, score: at * (1.0 - 1e-4 * (j + 1) as f32), ..r });
             }
         }
         Ok((retrievals, firsts))
@@ -608,11 +599,11 @@ impl Engine {
         contexts: Vec<QuestionContext>,
     ) -> Vec<Answer> {
         let questions: Vec<&str> = prepared.questions.iter().map(|q| q.question.as_str()).collect();
-        let context_refs: Vec<&Context> = contexts.iter().map(|c| &c.0).collect();
+        let context_refs: Vec<&Context> = contexts.iter().map(|c| &c.context).collect();
         let answered = self.answerer.answer_all(
             &questions,
             &context_refs,
-            AnswerOptions { closed_book: config.mode == Mode::None, short: config.short_answers },
+            AnswerOptions { closed_book: !config.strategy().retrieves(), short: config.short_answers },
         );
         let label = self.label(config);
         prepared
@@ -620,7 +611,7 @@ impl Engine {
             .iter()
             .zip(contexts)
             .zip(answered)
-            .map(|((q, (context, matches, retrieval_ms, embed_ms)), a)| Answer {
+            .map(|((q, QuestionContext { context, entities, retrieval_ms, embed_ms }), a)| Answer {
                 id: q.id.clone(),
                 question: q.question.clone(),
                 mode: config.mode,
@@ -636,7 +627,7 @@ impl Engine {
                 cited: a.generated.cited.iter().map(|i| i + 1).collect(),
                 citations: a.generated.citations,
                 evidence: context.evidence,
-                query_entities: matches,
+                query_entities: entities,
                 trimmed: context.trimmed,
                 error: a.error,
                 notes: context.notes,

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use super::STAGE;
 use super::context::leading_pieces;
 use super::kb::Kb;
-use super::retrieve::Retrieved;
+use super::strategy::Retrieved;
 use crate::io::CallRecord;
 use crate::llm::{CallContext, Runner};
 
@@ -100,7 +100,7 @@ pub fn reorder(rows: &mut [Retrieved], picked: &[usize], scores: &[f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::query::retrieve::Unit;
+    use crate::query::strategy::Unit;
 
     fn row(row: u32, score: f32, tier: u8) -> Retrieved {
         Retrieved { unit: Unit::Hyperedge, row, score, len: 1, tier, focus: None }

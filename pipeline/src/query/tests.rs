@@ -10,8 +10,8 @@ use super::config::{Assembly, FusionWeights, Mode, QueryConfig, Thresholds, Wind
 use super::context::Context;
 use super::generate;
 use super::kb::*;
-use super::retrieve::{QueryInput, Retrieved, Unit, retrieve};
 use super::scan::Vectors;
+use super::strategy::{QueryInput, Retrieved, Unit, retrieve};
 use crate::core::tokens::TokenCounter;
 
 /// The one document of the tiny kb. Every hyperedge is one of its sentences.
@@ -535,7 +535,7 @@ fn bridges_reach_the_facts_of_a_neighbour_in_its_own_document() {
     assert_eq!(ids(&kb, &c, &["Velda Basin Authority"], OPEN), ["e0", "h0", "h1"]);
     // A hub name is not followed: the Mara Quint question's first hop names the authority, but
     // with more than MAX_BRIDGE_NODES nodes it bridges to nothing.
-    let hub = with_second_document(tiny_kb(), super::retrieve::MAX_BRIDGE_NODES);
+    let hub = with_second_document(tiny_kb(), super::strategy::MAX_BRIDGE_NODES);
     c.bridges = true;
     c.n_eh = 0;
     assert_eq!(ids(&kb, &c, &["Mara Quint"], OPEN), ["e1", "e3", "h0"]);
@@ -578,7 +578,7 @@ fn entity_retrieval_falls_back_to_aliases() {
     assert_eq!(ids(&kb, &c, &["VBA"], OPEN), ["e0"]);
     assert_eq!(ids(&kb, &c, &["Quint", "Harlow Gauge"], OPEN), ["e1", "e2"]);
     assert!(ids(&kb, &c, &["Nobody", ""], OPEN).is_empty());
-    let matches = super::retrieve::match_entities(&kb, &["VBA".into(), "Mara Quint".into(), "x".into()]);
+    let matches = super::strategy::match_entities(&kb, &["VBA".into(), "Mara Quint".into(), "x".into()]);
     let via: Vec<&str> = matches.iter().map(|m| m.via).collect();
     assert_eq!(via, ["alias", "name", "none"]);
 }

@@ -29,7 +29,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("eval", &["core", "io", "llm", "query", "config", "compose", "stages"]),
 ];
 
-/// Module path (`query::retrieve`) of every source file.
+/// Module path (`query::strategy`) of every source file.
 fn modules(src: &Path) -> BTreeMap<Vec<String>, PathBuf> {
     fn walk(dir: &Path, src: &Path, out: &mut BTreeMap<Vec<String>, PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap() {

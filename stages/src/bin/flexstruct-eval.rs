@@ -76,12 +76,9 @@ struct Common {
 struct RunArgs {
     #[command(flatten)]
     common: Common,
-    /// Comma-separated modes.
-    #[arg(
-        long,
-        default_value = "hybrid,hypergraph,graph,chunks,chunks-maxsim,sentence-window,hypergraphrag,none",
-        value_delimiter = ','
-    )]
+    /// Comma-separated modes (default: those `flexstruct-query --list-modes` marks with `*`,
+    /// every strategy but `paths`, whose index `make paths` builds).
+    #[arg(long, value_delimiter = ',')]
     modes: Vec<Mode>,
     /// Also run every mode capped at hybrid's mean context tokens and filling them, so that
     /// strategies are compared at an equal budget (labels `<mode> @<tokens>`).
@@ -154,7 +151,11 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
     cli.threads.init()?;
     let report = match cli.command {
         Command::Run(args) => {
-            suite::compare(&setup(&args.common)?, &args.modes, args.equal_budget, &args.common.out, &Printer)?
+            let modes = match args.modes.as_slice() {
+                [] => Mode::ALL.iter().copied().filter(|m| m.compared_by_default()).collect(),
+                given => given.to_vec(),
+            };
+            suite::compare(&setup(&args.common)?, &modes, args.equal_budget, &args.common.out, &Printer)?
         }
         Command::Ablate(args) => suite::ablate(&setup(&args)?, &args.out, &Printer)?,
         Command::Sweep(args) => {

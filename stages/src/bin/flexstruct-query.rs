@@ -27,8 +27,17 @@ use flexstruct_stages::{Outcome, ThreadsArg, exit};
 struct Args {
     /// Index folder (after `make index`), or `s3://bucket/prefix` (its kb and documents are
     /// fetched into a temporary working copy).
-    #[arg(long, env = "FLEXSTRUCT_INDEX", value_name = "DIR|s3://BUCKET/PREFIX")]
-    index: IndexLocation,
+    #[arg(
+        long,
+        env = "FLEXSTRUCT_INDEX",
+        value_name = "DIR|s3://BUCKET/PREFIX",
+        required_unless_present = "list_modes"
+    )]
+    index: Option<IndexLocation>,
+    /// Print the retrieval strategies (name, a tab, what it does; `*` marks those
+    /// `flexstruct-eval run` compares unless told) and exit.
+    #[arg(long, exclusive = true)]
+    list_modes: bool,
     /// Pipeline configuration (TOML); `FLEXSTRUCT_<SECTION>__<KEY>` variables override it.
     #[arg(long, env = "FLEXSTRUCT_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
@@ -47,7 +56,7 @@ struct Args {
     /// Evidence shown per answer when printing for a person.
     #[arg(long, default_value_t = 6, value_name = "N")]
     show: usize,
-    /// hybrid, hypergraph, graph, chunks, chunks-maxsim, sentence-window, none, hypergraphrag or paths (SG-RAG; needs `make paths`).
+    /// Retrieval strategy (`--list-modes` lists them).
     #[arg(long)]
     mode: Option<Mode>,
     /// Switch off entity retrieval (EnR).
@@ -108,6 +117,14 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> anyhow::Result<Outcome> {
+    if args.list_modes {
+        for mode in Mode::ALL {
+            let compared = if mode.compared_by_default() { " *" } else { "" };
+            println!("{}\t{}{compared}", mode.name(), mode.help());
+        }
+        return Ok(Outcome::Ok);
+    }
+    let Some(location) = &args.index else { bail!("--index is required") };
     args.threads.init()?;
     let mut config = Config::load(args.config.as_deref())?;
     let q = &mut config.query;
@@ -142,14 +159,14 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
     // A remote index: what a query reads (kb/ and documents) in a working copy that lives as
     // long as the run; the LLM calls the run logs are written back.
     let read: Vec<Table> = Table::ALL.into_iter().filter(|t| t.is_kb() || *t == Table::Documents).collect();
-    let local = args.index.open_local(Selection::Tables(&read), false)?;
+    let local = location.open_local(Selection::Tables(&read), false)?;
     let index = Index::open(local.path())?;
     let engine = compose::open_engine(&index, &config)?;
     let prepared = engine.prepare_for(questions, config.query.mode)?;
     let answers = engine.answer(&prepared, &config.query)?;
     engine.record_calls()?;
     if let Some(copy) = local.copy() {
-        copy.push().with_context(|| format!("writing the LLM calls of the run back to {}", args.index))?;
+        copy.push().with_context(|| format!("writing the LLM calls of the run back to {location}"))?;
     }
 
     if let Some(out) = &args.out {

@@ -36,7 +36,13 @@ pub fn bin(name: &str) -> PathBuf {
         "query" => env!("CARGO_BIN_EXE_flexstruct-query").into(),
         "eval" => env!("CARGO_BIN_EXE_flexstruct-eval").into(),
         "status" => env!("CARGO_BIN_EXE_flexstruct-status").into(),
-        "standin-llm" => env!("CARGO_BIN_EXE_flexstruct-standin-llm").into(),
+        "index" => env!("CARGO_BIN_EXE_flexstruct-index").into(),
+        // Test tooling, a binary of the testkit crate (built beside these by `cargo test --workspace`).
+        "standin-llm" => {
+            let path = Path::new(env!("CARGO_BIN_EXE_flexstruct-query")).with_file_name("flexstruct-standin-llm");
+            assert!(path.exists(), "{} is not built: cargo build -p flexstruct-testkit --bins", path.display());
+            path
+        }
         other => panic!("no binary {other}"),
     }
 }

@@ -94,13 +94,13 @@ struct State {
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
     if !(0.0..=1.0).contains(&args.faults) {
-        flexstruct_stages::say!("error: --faults must be between 0 and 1, not {}", args.faults);
+        eprintln!("error: --faults must be between 0 and 1, not {}", args.faults);
         return std::process::ExitCode::from(2);
     }
     let golds = match args.rerank_oracle.as_deref().map(gold_answers).transpose() {
         Ok(golds) => golds.unwrap_or_default(),
         Err(e) => {
-            flexstruct_stages::say!("error: {e}");
+            eprintln!("error: {e}");
             return std::process::ExitCode::from(2);
         }
     };
@@ -119,10 +119,10 @@ fn main() -> std::process::ExitCode {
         FakeLlm::start(move |request| respond(&state, request))
     };
     if let Err(e) = std::fs::write(&args.url_file, server.base_url()) {
-        flexstruct_stages::say!("error: {}: {e}", args.url_file.display());
+        eprintln!("error: {}: {e}", args.url_file.display());
         return std::process::ExitCode::from(2);
     }
-    flexstruct_stages::say!("standin-llm: serving {} (faults {})", server.base_url(), args.faults);
+    eprintln!("standin-llm: serving {} (faults {})", server.base_url(), args.faults);
     // Serve until killed.
     loop {
         std::thread::sleep(Duration::from_secs(3600));

@@ -17,13 +17,15 @@ FORMAT  ?= table
 MODE    ?= hybrid
 QUESTIONS ?=
 OUT     ?=
-MODES   ?= hybrid,hypergraph,graph,chunks,chunks-maxsim,sentence-window,hypergraphrag,paths,none
+# Every strategy, as the query binary lists them (read when a target uses it, after the build).
+MODES   ?= $(shell $(BIN)/flexstruct-query --list-modes 2>/dev/null | cut -f1 | paste -sd, -)
 PARAM   ?= n_eh
 VALUES  ?=
 MAX_CONTEXT_TOKENS ?=
 EQUAL_BUDGET ?=
 LIMIT   ?=
 SPLIT   ?=
+PATHS   ?=
 
 # MiniLM runs one single-threaded batch per core; candle's own pool for large element-wise
 # operations would add a busy thread beside them (BENCHMARKS.md: 91 → 101 sentences/s).
@@ -40,13 +42,13 @@ EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONF
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help build model onnx demo lint test serve-test serve fuzz bench bench-serve bench-embed bench-scale llm-index slurm-index slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
+.PHONY: help modes build model onnx demo lint test serve-test serve fuzz bench bench-serve bench-embed bench-scale llm-index slurm-index slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo ""
 	@echo "Variables: CORPUS=$(CORPUS) INDEX=$(INDEX) CONFIG=$(CONFIG) SHARD=$(SHARD) QA=$(QA) PROFILE=$(PROFILE) (dev or release)"
-	@echo "  query: MODE=$(MODE) Q=... QUESTIONS=... OUT=...; eval: MODES=$(MODES) EQUAL_BUDGET= MAX_CONTEXT_TOKENS= SPLIT=all|tune|test LIMIT= OUT=; sweep: PARAM=$(PARAM) VALUES="
+	@echo "  query: MODE=$(MODE) Q=... QUESTIONS=... OUT=...; eval: MODES=a,b (default: every one of make modes) EQUAL_BUDGET= MAX_CONTEXT_TOKENS= SPLIT=all|tune|test LIMIT= OUT=; sweep: PARAM=$(PARAM) VALUES="
 
 build: ## Build the stage binaries (PROFILE=dev: hot crates optimised; PROFILE=release: everything)
 	$(CARGO) build --bins --profile $(PROFILE)
@@ -187,30 +189,25 @@ paths: build ## Build the path index of MODE=paths (SG-RAG) from the merged kb o
 paths-ablation: build ## The two dominant embeddings of MODE=paths on INDEX's kb graph: dominance violations and pruning of the sketch and the trained GAT (writes nothing)
 	$(BIN)/flexstruct-paths --index $(INDEX) $(if $(CONFIG),--config $(CONFIG)) --ablate-dominance
 
-index: ## Run every construction stage (ingest … merge) on CORPUS into INDEX
-	$(MAKE) --no-print-directory ingest
-	$(MAKE) --no-print-directory chunk
-	$(MAKE) --no-print-directory extract
-	$(MAKE) --no-print-directory hypergraph
-	$(MAKE) --no-print-directory graph
-	$(MAKE) --no-print-directory embed
-	$(MAKE) --no-print-directory cluster
-	$(MAKE) --no-print-directory merge
+index: build onnx ## Run every construction stage (ingest … merge) on CORPUS into INDEX in one process (flexstruct-index; PATHS=1 adds the path index)
+	$(BIN)/flexstruct-index $(STAGE_FLAGS) --corpus $(CORPUS) $(if $(PATHS),--paths)
 
 FAULTS ?= 0
 llm-index: build ## Build INDEX from CORPUS through the LLM path against the stand-in LLM server (not a model; FAULTS=<rate> injects faults), rerun once if units failed, print failures, faults and cost
 	scripts/llm-index.sh $(CORPUS) $(INDEX) $(FAULTS)
 
-query: build ## Answer Q="a question" (printed), or QUESTIONS=<jsonl> into OUT=<answers.jsonl>, from INDEX with MODE=hybrid|hypergraph|graph|chunks|chunks-maxsim|sentence-window|none|hypergraphrag|paths (paths: after `make paths`)
+query: build ## Answer Q="a question" (printed), or QUESTIONS=<jsonl> into OUT=<answers.jsonl>, from INDEX with MODE= (one of `make modes`; paths: after `make paths`)
 	@if [ -n "$(Q)" ]; then \
 	  $(BIN)/flexstruct-query --index $(INDEX) --mode $(MODE) $(if $(CONFIG),--config $(CONFIG)) "$(Q)"; \
 	elif [ -n "$(QUESTIONS)" ]; then \
 	  $(BIN)/flexstruct-query --index $(INDEX) --mode $(MODE) $(if $(CONFIG),--config $(CONFIG)) --questions $(QUESTIONS) $(if $(OUT),--out $(OUT)); \
 	else echo 'give Q="a question", or QUESTIONS=<file.jsonl> [OUT=<answers.jsonl>]' >&2; exit 2; fi
 
+modes: build ## List the retrieval strategies of MODE and MODES (* : compared by flexstruct-eval run unless told)
+	@$(BIN)/flexstruct-query --list-modes
+
 qa-index: build onnx ## Build (or bring up to date) the index of QA=<set> in data/indexes/<set>, with its path index
-	$(MAKE) --no-print-directory index CORPUS=$(QA)/corpus.jsonl INDEX=$(QA_INDEX)
-	$(MAKE) --no-print-directory paths INDEX=$(QA_INDEX)
+	$(MAKE) --no-print-directory index CORPUS=$(QA)/corpus.jsonl INDEX=$(QA_INDEX) PATHS=1
 
 eval: qa-index ## Score MODES on QA=<set> → OUT/summary.json, results, report.md, charts (EQUAL_BUDGET=1 adds modes filling hybrid's budget)
 	$(BIN)/flexstruct-eval run $(EVAL_FLAGS) --modes $(MODES) $(if $(EQUAL_BUDGET),--equal-budget)

@@ -26,7 +26,7 @@ for factor in $factors; do
   for n in $shard_counts; do
     index="$work/index-$factor-$n"
     total=0
-    stages="ingest chunk extract hypergraph graph embed cluster merge final"
+    stages="$("$bin/flexstruct-index" --list-stages --from ingest | tr '\n' ' ')final"
     tasks=$(seq 0 $((n - 1)))
     label=$n
     if [ -n "${TASK:-}" ]; then

@@ -12,7 +12,7 @@ trap 'rm -rf "$index"' EXIT
 echo "corpus: $corpus ($(wc -c < "$corpus") bytes)"
 start=$(date +%s.%N)
 /usr/bin/time -f "ingest: %e s wall, %M KB peak RSS" "$bin/flexstruct-ingest" --index "$index" --corpus "$corpus" --quiet
-for stage in chunk extract hypergraph graph embed cluster merge; do
+for stage in $("$bin/flexstruct-index" --list-stages); do
   /usr/bin/time -f "$stage: %e s wall, %U s user, %M KB peak RSS" "$bin/flexstruct-$stage" --index "$index" --quiet
 done
 end=$(date +%s.%N)

@@ -27,20 +27,14 @@ timed() {
   if [ -x /usr/bin/time ]; then /usr/bin/time -f "$1: %e s wall, %M KB peak RSS" "${@:2}"; else "${@:2}"; fi
 }
 
+# Every stage in one process, going on past failed units (exit 1) so that one rerun retries them.
 run_stages() {
-  local failed=0 code
-  for stage in ingest chunk extract hypergraph graph embed cluster merge; do
-    local extra=()
-    [ "$stage" = ingest ] && extra=(--corpus "$corpus")
-    code=0
-    timed "$stage" "$bin/flexstruct-$stage" --index "$index" --quiet "${extra[@]}" || code=$?
-    case $code in
-      0) ;;
-      1) failed=1 ;;
-      *) echo "$stage: exit $code" >&2; return 2 ;;
-    esac
-  done
-  return $failed
+  local code=0
+  timed index "$bin/flexstruct-index" --index "$index" --corpus "$corpus" --keep-going --quiet || code=$?
+  case $code in
+    0 | 1) return $code ;;
+    *) echo "flexstruct-index: exit $code" >&2; return 2 ;;
+  esac
 }
 
 start=$(date +%s%N)

@@ -47,7 +47,7 @@ run index CORPUS=data/sample/corpus INDEX="$work/local"
 echo "s3-test: make index INDEX=s3://$bucket/sample"
 run index CORPUS=data/sample/corpus INDEX="s3://$bucket/sample"
 echo "s3-test: two concurrent shards per stage into s3://$bucket/sharded"
-for stage in ingest chunk extract hypergraph graph embed cluster merge; do
+for stage in $("$bin/flexstruct-index" --list-stages --from ingest); do
   extra=()
   [ "$stage" = ingest ] && extra=(--corpus data/sample/corpus)
   pids=()

@@ -46,7 +46,9 @@ task() {
 }
 
 previous=""
-for stage in ingest chunk extract hypergraph graph embed cluster; do
+# The stages before the merge, in the order flexstruct-index runs them.
+for stage in $("$bin/flexstruct-index" --list-stages --from ingest); do
+  [ "$stage" = merge ] && break
   args=(--index "$index" --shard auto --quiet "${config[@]}")
   [ "$stage" = ingest ] && args+=(--corpus "$corpus")
   dependency=()

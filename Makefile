@@ -28,7 +28,7 @@ SPLIT   ?=
 PATHS   ?=
 
 # MiniLM runs one single-threaded batch per core; candle's own pool for large element-wise
-# operations would add a busy thread beside them (BENCHMARKS.md: 91 → 101 sentences/s).
+# operations would add a busy thread beside them (CHANGELOG.md, measurement history: 91 → 101 sentences/s).
 export CANDLE_NUM_THREADS ?= 1
 
 # Evaluation targets index QA=<set> into data/indexes/<set> unless INDEX is given.

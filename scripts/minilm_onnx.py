@@ -141,7 +141,7 @@ def quantize(fp32, int8):
     output channel, int8 where the processor has VNNI (its 8-bit products sum in 32 bits), uint8
     otherwise: on AVX2 without VNNI the int8-weight kernel sums pairs of products in 16 bits and
     saturates unless weights lose a bit (`reduce_range`), and of the variants measured there
-    (BENCHMARKS.md, "ONNX Runtime, and int8 on an AVX2 processor") uint8 is closest to fp32."""
+    (CHANGELOG.md, measurement history: "ONNX Runtime, and int8 on an AVX2 processor") uint8 is closest to fp32."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 

@@ -3,7 +3,7 @@
 //!
 //! candle's own last-dimension softmax calls libm's `expf` once per element after two more
 //! passes over the scores (the scale, the mask): on 256-token inputs, whose scores are
-//! 12 × 256 × 256 a layer, a tenth of MiniLM's time (BENCHMARKS.md). Here each row is read
+//! 12 × 256 × 256 a layer, a tenth of MiniLM's time (CHANGELOG.md, measurement history). Here each row is read
 //! once to scale, mask and find its maximum, once to exponentiate (the branch-free `exp` of
 //! [`crate::gelu`], vectorised by the compiler) and sum, and once to normalise.
 

@@ -12,7 +12,7 @@
 /// Every stage binary allocates with mimalloc. With glibc's allocator, the tensors MiniLM creates
 /// and drops by the thousand went back to the system and came back as fresh pages that the
 /// kernel had to fault in and zero (a tenth of the embed stage's time); mimalloc keeps them for
-/// reuse: 15–20 % more texts a second, the same vectors (BENCHMARKS.md).
+/// reuse: 15–20 % more texts a second, the same vectors (CHANGELOG.md, measurement history).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

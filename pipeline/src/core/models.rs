@@ -1,7 +1,7 @@
 //! Embedding model identities: the names vectors are stored under, their widths, the similarity
 //! thresholds calibrated for all-MiniLM-L6-v2 (used for kbs merged before thresholds were
 //! derived), and the derivation of thresholds from a kb's own vectors that the merge runs for any
-//! model (ARCHITECTURE.md, "Thresholds derived from the index").
+//! model (docs/stages.md, "Embeddings, clusters and the merge").
 
 use std::collections::BinaryHeap;
 
@@ -16,7 +16,7 @@ pub const MINILM_DIM: usize = 384;
 pub const HASHING_PREFIX: &str = "hashing-";
 
 /// Calibrated τ_EH for all-MiniLM-L6-v2: the 99th percentile of question–hyperedge cosines over
-/// the ultradomain-mix dev questions (`examples/calibrate.rs`; ARCHITECTURE.md).
+/// the ultradomain-mix dev questions (`examples/calibrate.rs`; docs/stages.md).
 pub const MINILM_TAU_EH: f32 = 0.28;
 /// Calibrated τ_E for all-MiniLM-L6-v2 (same procedure, question–edge cosines).
 pub const MINILM_TAU_E: f32 = 0.28;
@@ -49,7 +49,7 @@ pub fn calibrated_thresholds(model: &str) -> Thresholds {
 
 /// The percentile of unit-to-unit cosines that a threshold derived from a kb is
 /// ([`ThresholdSample::threshold`]). Chosen so that, on the MiniLM dev sets, the derived thresholds keep
-/// hybrid's recall within the noise of the hand-calibrated ones (BENCHMARKS.md, "Thresholds
+/// hybrid's recall within the noise of the hand-calibrated ones (CHANGELOG.md, measurement history: "Thresholds
 /// derived from the index").
 pub const DERIVED_PERCENTILE: f64 = 0.95;
 

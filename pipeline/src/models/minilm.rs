@@ -256,7 +256,7 @@ impl Embedder for MiniLm {
         order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].get_ids().len()));
         // Few texts (a batch of questions): at least four batches per core, so that the cores
         // finish together and each batch pads to a length close to its own (ultradomain-mix's
-        // 67 questions: 7.2 ms each against 10.2 ms with one batch per core; BENCHMARKS.md),
+        // 67 questions: 7.2 ms each against 10.2 ms with one batch per core; CHANGELOG.md, measurement history),
         // but never fewer than MIN_BATCH texts in a batch.
         let batch_size = self.batch_size.min(texts.len().div_ceil(4 * self.lanes.len().max(1)).max(MIN_BATCH));
         let batches = length_batches(&order, |i| encodings[i].get_ids().len(), batch_size);
@@ -270,7 +270,7 @@ impl Embedder for MiniLm {
             batches.iter().map(|b| run(b, 0)).collect::<Result<_>>()?
         } else {
             // Several batches: one per core at a time, each single-threaded, which avoids
-            // candle's per-operation thread barriers (BENCHMARKS.md). Its pool for large
+            // candle's per-operation thread barriers (CHANGELOG.md, measurement history). Its pool for large
             // element-wise operations still runs unless CANDLE_NUM_THREADS=1 (the Makefile
             // sets it): beside these workers it is one busy thread too many.
             let next = std::sync::atomic::AtomicUsize::new(0);
@@ -315,7 +315,7 @@ impl Embedder for MiniLm {
 }
 
 /// Fewest texts per batch when a few texts are cut into batches: single texts run far below
-/// the model's speed (60 against 97 sentences/s at batches of 8; BENCHMARKS.md).
+/// the model's speed (60 against 97 sentences/s at batches of 8; CHANGELOG.md, measurement history).
 const MIN_BATCH: usize = 4;
 
 /// A batch's number and its vectors.
@@ -324,7 +324,7 @@ type BatchResult = (usize, Result<Vec<Vec<f32>>>);
 /// Largest attention-score tensor of one batch (batch × 12 heads × length² × 4 bytes). Long
 /// inputs get smaller batches: with fixed batches of 64, 256-token inputs allocate 200 MB per
 /// layer, which costs page faults on every allocation and runs out of cache. Measured on the
-/// sample corpus's 707 units (BENCHMARKS.md): no cap 49 s; 24 MB 24.8 s; 8 MB 20.5 s; 4 MB, 2 MB,
+/// sample corpus's 707 units (CHANGELOG.md, measurement history): no cap 49 s; 24 MB 24.8 s; 8 MB 20.5 s; 4 MB, 2 MB,
 /// 1 MB 18.0–18.4 s. At 4 MB, ~30-token sentences still fill batches of 64.
 const MAX_ATTENTION_BYTES: usize = 4 << 20;
 

@@ -68,7 +68,7 @@ pub struct EmbedConfig {
     /// input limit). Entity texts are most of the tokens to embed; the summary a context shows is
     /// never cut. Changing it re-embeds entities only. 40 by default: on the three dev sets it
     /// moved none of our strategies' recall figures and took 15–17 % of the tokens to embed
-    /// (BENCHMARKS.md "Fewer tokens").
+    /// (CHANGELOG.md, measurement history: "Fewer tokens").
     pub entity_summary_words: usize,
 }
 

@@ -114,12 +114,12 @@ pub struct FusionWeights {
     /// Hyperedge retrieval: hyperedges by cosine.
     pub hyperedges: f32,
     /// Lexical retrieval: hyperedges by BM25 (2: better than 1 on the tune halves of the two
-    /// long-document sets, BENCHMARKS.md).
+    /// long-document sets, CHANGELOG.md, measurement history).
     pub lexical: f32,
     /// Bridge retrieval.
     pub bridges: f32,
     /// Edge retrieval: the hyperedges behind the edges, by the edges' cosine (0: measured to
-    /// cost recall on every dev set, BENCHMARKS.md).
+    /// cost recall on every dev set, CHANGELOG.md, measurement history).
     pub edges: f32,
 }
 

@@ -1,5 +1,7 @@
-//! The merge SQL and the SQL guard in sqllogictest files (`pipeline/tests/slt/*.slt`), run
-//! against a tiny index built in process (rules backend, hashing vectors) and merged.
+//! SQL behaviour in sqllogictest files, one per SQL-visible feature: the merge SQL and the SQL
+//! guard (`pipeline/tests/slt/*.slt`) against a tiny index built in process, and each kb table
+//! and the run logs (`pipeline/tests/slt/sample/*.slt`) against the sample corpus
+//! (`data/sample/corpus`); both built with the rules backend and hashing vectors, and merged.
 //!
 //! The expected outputs were generated, then reviewed: after a deliberate change, regenerate them
 //! with `FLEXSTRUCT_SLT_COMPLETE=1 cargo test -p flexstruct-pipeline --test it slt` and review
@@ -48,6 +50,25 @@ pub fn fixture(dir: &Path) -> Index {
         survey: None,
     };
     compose::ingest(&ctx, &config, &IngestOptions { corpus, prune: false }).unwrap();
+    compose::rebuild(&index, &config, Stage::Chunk).unwrap();
+    index
+}
+
+/// Builds and merges the sample corpus in `dir`, every run recorded as the binaries record them.
+pub fn sample_fixture(dir: &Path) -> Index {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/sample/corpus");
+    let mut config = Config::default();
+    config.index.buckets = Some(8);
+    config.embed.model = "hashing-16".into();
+    let index = Index::open_or_create(&dir.join("sample"), config.index.buckets).unwrap();
+    let ctx = RunContext {
+        index: index.clone(),
+        shard: flexstruct_pipeline::io::Shard::ALL,
+        progress: &NoProgress,
+        survey: None,
+    };
+    let ingested = compose::ingest(&ctx, &config, &IngestOptions { corpus, prune: false }).unwrap();
+    flexstruct_pipeline::io::record_run(&index, &ingested, &config).unwrap();
     compose::rebuild(&index, &config, Stage::Chunk).unwrap();
     index
 }
@@ -127,9 +148,8 @@ impl sqllogictest::DB for IndexDb {
     }
 }
 
-fn slt_files() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/slt");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+fn slt_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "slt"))
@@ -138,13 +158,9 @@ fn slt_files() -> Vec<PathBuf> {
     files
 }
 
-#[test]
-fn slt_files_pass() {
-    let tmp = tempfile::tempdir().unwrap();
-    let index = fixture(tmp.path());
+/// Runs (or, with `FLEXSTRUCT_SLT_COMPLETE` set, rewrites the expected output of) every file.
+fn run_files(files: Vec<PathBuf>, index: &Index) {
     let complete = std::env::var_os("FLEXSTRUCT_SLT_COMPLETE").is_some();
-    let files = slt_files();
-    assert!(files.len() >= 2, "{files:?}");
     for file in files {
         let index = index.clone();
         let mut runner = sqllogictest::Runner::new(move || {
@@ -169,4 +185,24 @@ fn slt_files_pass() {
             runner.run_file(&file).unwrap_or_else(|e| panic!("{}", e.display(false)));
         }
     }
+}
+
+fn slt_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/slt")
+}
+
+#[test]
+fn slt_files_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = slt_files(&slt_dir());
+    assert!(files.len() >= 2, "{files:?}");
+    run_files(files, &fixture(tmp.path()));
+}
+
+#[test]
+fn slt_files_of_the_sample_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = slt_files(&slt_dir().join("sample"));
+    assert!(files.len() >= 7, "{files:?}");
+    run_files(files, &sample_fixture(tmp.path()));
 }

@@ -47,7 +47,7 @@ pub use crate::stages::paths::PathsConfig;
 pub const ENV_PREFIX: &str = "FLEXSTRUCT_";
 
 /// The whole configuration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Settings of the index folder.
@@ -94,6 +94,12 @@ impl Config {
 
     /// Loads defaults, then `file` (if given), then `FLEXSTRUCT_<SECTION>__<KEY>` variables.
     pub fn load(file: Option<&Path>) -> Result<Config> {
+        Config::load_with(file, serde_json::Value::Null)
+    }
+
+    /// [`Config::load`], then `overrides` on top: a JSON object of sections and keys (a binary's
+    /// flags, each the key of its name), checked like the file's.
+    pub fn load_with(file: Option<&Path>, overrides: serde_json::Value) -> Result<Config> {
         let mut figment = Figment::from(Serialized::defaults(Config::default()));
         if let Some(file) = file {
             if !file.is_file() {
@@ -102,6 +108,9 @@ impl Config {
             figment = figment.merge(Toml::file_exact(file));
         }
         figment = figment.merge(Env::prefixed(ENV_PREFIX).filter(|k| k.as_str().contains("__")).split("__"));
+        if overrides.as_object().is_some_and(|o| !o.is_empty()) {
+            figment = figment.merge(Serialized::defaults(overrides));
+        }
         let config: Config = figment.extract().map_err(|e| Error::ConfigLoad(Box::new(e)))?;
         config.validate()?;
         let secrets = [
@@ -186,6 +195,130 @@ fn check_env_names(names: impl Iterator<Item = String>) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The reference of every configuration key (the page `docs/configuration-reference.md`,
+/// checked by a test against this function): per section, each key with its type, its default
+/// and its documentation, all read from the configuration's JSON Schema (the structs and their
+/// doc comments).
+pub fn reference() -> String {
+    let schema = serde_json::to_value(schemars::schema_for!(Config)).unwrap_or_default();
+    let defs = schema.get("$defs").cloned().unwrap_or_default();
+    let mut out = String::from(
+        "# Configuration reference\n\n\
+         Every key of the configuration, generated from the code (`flexstruct_pipeline::config::reference`; a \
+         test keeps this page equal to it). A key is set in the TOML file given with `--config`, under its \
+         `[section]`, or by the environment variable `FLEXSTRUCT_<SECTION>__<KEY>` (a nested key joins its \
+         parts with `__` too: `FLEXSTRUCT_QUERY__WEIGHTS__LEXICAL=1.5`); the environment wins over the file, \
+         and a binary's flags win over both. How to use them: [configuration.md](configuration.md).\n",
+    );
+    let sections = schema.get("properties").and_then(|p| p.as_object()).cloned().unwrap_or_default();
+    for (name, section) in &sections {
+        render_section(&mut out, name, section, &defs);
+    }
+    out
+}
+
+/// The definition a property refers to, directly or as the one non-null choice of an option.
+fn referenced<'a>(property: &serde_json::Value, defs: &'a serde_json::Value) -> Option<&'a serde_json::Value> {
+    let reference = property.get("$ref").or_else(|| {
+        let choices = property.get("anyOf")?.as_array()?;
+        choices.iter().find_map(|c| c.get("$ref"))
+    })?;
+    defs.get(reference.as_str()?.strip_prefix("#/$defs/")?)
+}
+
+/// A section (or a table nested in one): its keys, then its nested tables.
+fn render_section(out: &mut String, path: &str, property: &serde_json::Value, defs: &serde_json::Value) {
+    let Some(def) = referenced(property, defs) else { return };
+    let optional = property.get("anyOf").is_some();
+    out.push_str(&format!("\n## [{path}]\n\n"));
+    let about = text(property.get("description").or_else(|| def.get("description")));
+    if !about.is_empty() {
+        out.push_str(&format!("{about}\n\n"));
+    }
+    if optional {
+        out.push_str("The section is optional: without it, what it configures is off.\n\n");
+    }
+    let keys = def.get("properties").and_then(|p| p.as_object()).cloned().unwrap_or_default();
+    let required: Vec<&str> =
+        def.get("required").and_then(|r| r.as_array()).into_iter().flatten().filter_map(|r| r.as_str()).collect();
+    let mut nested = Vec::new();
+    out.push_str("| key | type | default | what it sets |\n|---|---|---|---|\n");
+    for (key, field) in &keys {
+        if let Some(inner) = referenced(field, defs).filter(|d| d.get("properties").is_some()) {
+            let _ = inner;
+            nested.push((format!("{path}.{key}"), field.clone()));
+            continue;
+        }
+        let default = match field.get("default") {
+            Some(serde_json::Value::Null) | None if required.contains(&key.as_str()) => "required".to_owned(),
+            Some(serde_json::Value::Null) | None => "unset".to_owned(),
+            Some(value) => format!("`{}`", shortest(value)),
+        };
+        let env = format!("`FLEXSTRUCT_{}__{}`", path.replace('.', "__").to_uppercase(), key.to_uppercase());
+        let about = text(field.get("description"));
+        out.push_str(&format!("| `{key}` | {} | {default} | {about} ({env}) |\n", kind(field, defs)));
+    }
+    for (path, field) in nested {
+        render_section(out, &path, &field, defs);
+    }
+}
+
+/// A default as TOML would read it back: floats at the `f32` precision they are held at.
+fn shortest(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::Number(n) if !(n.is_i64() || n.is_u64()) => {
+            n.as_f64().map_or_else(|| n.to_string(), |x| format!("{}", x as f32))
+        }
+        serde_json::Value::Array(items) => {
+            format!("[{}]", items.iter().map(shortest).collect::<Vec<_>>().join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// What values a key takes, in words.
+fn kind(field: &serde_json::Value, defs: &serde_json::Value) -> String {
+    if let Some(def) = referenced(field, defs) {
+        let choices = def.get("oneOf").or_else(|| def.get("enum")).and_then(|c| c.as_array());
+        if let Some(choices) = choices {
+            let names: Vec<String> = choices
+                .iter()
+                .filter_map(|c| c.get("const").or_else(|| c.get("enum").and_then(|e| e.get(0))).or(Some(c)))
+                .filter_map(|c| c.as_str().map(|s| format!("`{s}`")))
+                .collect();
+            return format!("one of {}", names.join(", "));
+        }
+        return def.get("type").and_then(|t| t.as_str()).unwrap_or("table").to_owned();
+    }
+    let types: Vec<&str> = match field.get("type") {
+        Some(serde_json::Value::String(t)) => vec![t.as_str()],
+        Some(serde_json::Value::Array(ts)) => ts.iter().filter_map(|t| t.as_str()).collect(),
+        _ => Vec::new(),
+    };
+    let mut words: Vec<String> = types
+        .iter()
+        .filter(|t| **t != "null")
+        .map(|t| match *t {
+            "array" => {
+                let item = field.get("items").map(|i| kind(i, defs)).unwrap_or_else(|| "value".to_owned());
+                format!("list of {item}")
+            }
+            "object" => "table".to_owned(),
+            other => other.to_owned(),
+        })
+        .collect();
+    if types.contains(&"null") {
+        words.push("unset".to_owned());
+    }
+    if words.is_empty() { "value".to_owned() } else { words.join(" or ") }
+}
+
+/// A doc comment on one line of a table: no line breaks, no `|`, and code links as code.
+fn text(description: Option<&serde_json::Value>) -> String {
+    let text = description.and_then(|d| d.as_str()).unwrap_or_default();
+    text.split_whitespace().collect::<Vec<_>>().join(" ").replace('|', "\\|").replace("[`", "`").replace("`]", "`")
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use flexstruct_pipeline::config::Config;
+use flexstruct_pipeline::config::{Assembly, Config, Mode};
 use flexstruct_pipeline::core::{Error, IndexProblem, threads};
 use flexstruct_pipeline::io::{Index, IndexLocation, Selection, Shard, StageMetrics, record_run};
 use flexstruct_pipeline::stages::{Progress, RunContext, merge, paths};
@@ -52,16 +52,138 @@ pub fn print_stdout(text: &str) -> anyhow::Result<()> {
     }
 }
 
+/// `--index`, as every binary that works on one index takes it.
+#[derive(Debug, Clone, clap::Args)]
+pub struct IndexArg {
+    /// Index folder, or `s3://bucket/prefix` on object storage (credentials and endpoint from the
+    /// AWS_* variables).
+    #[arg(long = "index", env = "FLEXSTRUCT_INDEX", value_name = "DIR|s3://BUCKET/PREFIX")]
+    pub location: IndexLocation,
+}
+
+/// `--config`, as every binary that reads the pipeline configuration takes it.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConfigArg {
+    /// Pipeline configuration (TOML); `FLEXSTRUCT_<SECTION>__<KEY>` variables override it
+    /// (docs/configuration.md lists every key).
+    #[arg(long = "config", env = "FLEXSTRUCT_CONFIG", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+}
+
+impl ConfigArg {
+    /// The configuration: defaults, the file, the environment.
+    pub fn load(&self) -> anyhow::Result<Config> {
+        Ok(Config::load(self.file.as_deref())?)
+    }
+
+    /// The configuration with `overrides` (a JSON object of sections and keys) on top.
+    pub fn load_with(&self, overrides: serde_json::Value) -> anyhow::Result<Config> {
+        Ok(Config::load_with(self.file.as_deref(), overrides)?)
+    }
+}
+
+/// The `[query]` keys a query run may set on its command line. Each flag sets the key of its
+/// name (`--n-eh 10` is `query.n_eh = 10`, `--no-bridges` is `query.bridges = false`), over the
+/// file and the environment; what a flag leaves unset keeps their value.
+#[derive(Debug, Clone, Default, clap::Args, Serialize)]
+pub struct QueryArgs {
+    /// Retrieval strategy (`--list-modes` lists them).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
+    /// How hybrid and hypergraph assemble their context: fused (ours) or paper.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assembly: Option<Assembly>,
+    /// Most bridge hyperedges retrieved (N_B).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n_b: Option<usize>,
+    /// Most hyperedges retrieved (N_EH).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n_eh: Option<usize>,
+    /// Most edges retrieved (N_E).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n_e: Option<usize>,
+    /// Least cosine of a retrieved hyperedge (τ_EH).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tau_eh: Option<f32>,
+    /// Least cosine of a retrieved edge (τ_E).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tau_e: Option<f32>,
+    /// Most context tokens (0: no limit).
+    #[arg(long, env = "FLEXSTRUCT_MAX_CONTEXT_TOKENS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_context_tokens: Option<usize>,
+    /// With a `[rerank]` endpoint: the first pieces of the ranking it re-orders (0: no re-ranking).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerank_candidates: Option<usize>,
+    /// Fill the cap: keep taking evidence in rank order until --max-context-tokens is full (the
+    /// breadths become the first of the candidates).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fill: bool,
+    /// Switch off entity retrieval (EnR).
+    #[arg(long)]
+    #[serde(skip)]
+    pub no_entities: bool,
+    /// Switch off hyperedge retrieval (HR).
+    #[arg(long)]
+    #[serde(skip)]
+    pub no_hyperedges: bool,
+    /// Switch off edge retrieval (ER).
+    #[arg(long)]
+    #[serde(skip)]
+    pub no_edges: bool,
+    /// Switch off cluster retrieval (SSC).
+    #[arg(long)]
+    #[serde(skip)]
+    pub no_clusters: bool,
+    /// Switch off bridge retrieval (BR; the paper's FlexStructRAG has none).
+    #[arg(long)]
+    #[serde(skip)]
+    pub no_bridges: bool,
+    /// Switch off lexical retrieval (LR, BM25; fused assembly only).
+    #[arg(long)]
+    #[serde(skip)]
+    pub no_lexical: bool,
+}
+
+impl QueryArgs {
+    /// The keys the flags set, as `{"query": {…}}` for [`ConfigArg::load_with`].
+    pub fn overrides(&self) -> anyhow::Result<serde_json::Value> {
+        let mut query = serde_json::to_value(self)?;
+        let switched_off = [
+            (self.no_entities, "entities"),
+            (self.no_hyperedges, "hyperedges"),
+            (self.no_edges, "edges"),
+            (self.no_clusters, "clusters"),
+            (self.no_bridges, "bridges"),
+            (self.no_lexical, "lexical"),
+        ];
+        if let Some(keys) = query.as_object_mut() {
+            for (_, key) in switched_off.into_iter().filter(|(off, _)| *off) {
+                keys.insert(key.to_owned(), serde_json::Value::Bool(false));
+            }
+        }
+        Ok(serde_json::json!({ "query": query }))
+    }
+}
+
 /// Flags every stage binary takes; each has an environment twin.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {
-    /// Index folder, or `s3://bucket/prefix` on object storage (credentials and endpoint from the
-    /// AWS_* variables); created by ingest, other stages need it to exist.
-    #[arg(long, env = "FLEXSTRUCT_INDEX", value_name = "DIR|s3://BUCKET/PREFIX")]
-    pub index: IndexLocation,
-    /// Pipeline configuration (TOML); `FLEXSTRUCT_<SECTION>__<KEY>` variables override it.
-    #[arg(long, env = "FLEXSTRUCT_CONFIG", value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    /// The index (created by ingest; the other stages need it to exist).
+    #[command(flatten)]
+    pub index: IndexArg,
+    /// The pipeline configuration.
+    #[command(flatten)]
+    pub config: ConfigArg,
     /// Process only the documents whose stable hash mod N is K (N must divide the index's
     /// bucket count); shards can run as separate jobs. `auto`: K and N of the Slurm array task
     /// this runs in; `auto/N`: K of the Slurm array task or Kubernetes Indexed Job, of N.
@@ -241,7 +363,7 @@ impl Progress for Bar {
 
 /// Loads the configuration and opens (or, for ingest, creates) the index at `root`.
 pub fn open(args: &CommonArgs, root: &Path, create: bool) -> anyhow::Result<(Config, Index)> {
-    let config = Config::load(args.config.as_deref())?;
+    let config = args.config.load()?;
     let index = if create { Index::open_or_create(root, config.index.buckets)? } else { Index::open(root)? };
     Ok((config, index))
 }
@@ -265,14 +387,15 @@ pub fn run_stage<D: Serialize>(
         (paths::STAGE, _) => Selection::Tables(&kb_tables),
         _ => Selection::Shard(args.shard),
     };
-    let local = args.index.open_local(selection, create_index)?;
+    let local = args.index.location.open_local(selection, create_index)?;
     let outcome = run_stage_at(name, args, local.path(), create_index, body);
     if let Some(copy) = local.copy() {
-        let pushed = copy.push().with_context(|| format!("writing the run's results back to {}", args.index))?;
+        let pushed =
+            copy.push().with_context(|| format!("writing the run's results back to {}", args.index.location))?;
         if !args.quiet {
             say!(
                 "{name}: {}: pulled {} objects, wrote {} ({:.1} MB; {} in parts), removed {}",
-                args.index,
+                args.index.location,
                 copy.pulled(),
                 pushed.written,
                 pushed.bytes as f64 / 1e6,

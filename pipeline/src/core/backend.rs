@@ -60,7 +60,7 @@ impl Capability {
 }
 
 /// The choice for one capability.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendChoice {
     /// The LLM when `[llm]` is configured, else the rules.
@@ -73,7 +73,7 @@ pub enum BackendChoice {
 }
 
 /// The `[backends]` section: one choice per capability, `all` for the ones not set.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct BackendsConfig {
     /// The choice of every capability that is not set on its own.

@@ -27,7 +27,7 @@ use crate::core::{Error, Result};
 const MAGIC: &str = "flexstruct ivf 1";
 
 /// The `[ann]` section: which kb tables are searched through an approximate index, and how.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AnnConfig {
     /// A kb table of at least this many rows gets an approximate index at merge, and the query

@@ -21,7 +21,7 @@ use crate::core::{Error, IndexProblem, Result};
 pub const SETTINGS_FILE: &str = "index.json";
 
 /// The `[index]` section: settings of a new index folder.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct IndexConfig {
     /// Document buckets per per-document table, fixed when the index is created (default

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::{Error, Result};
 
 /// An OpenAI-compatible chat endpoint (OpenAI, DashScope, vLLM, Ollama, llama.cpp server, …).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LlmConfig {
     /// Base URL up to and including `/v1`, e.g. `https://api.openai.com/v1`.

@@ -30,7 +30,7 @@ pub const MAX_STAR: usize = 16;
 const SLACK: f32 = 0.05;
 
 /// How the encoder is trained (the `[paths.gat]` section).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct GatTraining {
     /// Width of the hidden features.

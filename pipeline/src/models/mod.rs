@@ -38,7 +38,7 @@ pub trait Embedder: Send + Sync {
 
 /// The `[embed]` section: the embedding model of the index (the embed stage writes its vectors;
 /// the query stage embeds questions with it).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct EmbedConfig {
     /// `all-MiniLM-L6-v2` (in process, the default) or `hashing-<dim>` (tests only).
@@ -126,7 +126,7 @@ impl EmbedConfig {
 }
 
 /// The engine that runs MiniLM in process (`embed.runtime`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Runtime {
     /// ONNX Runtime when its library and MiniLM's graph are both present, candle otherwise.

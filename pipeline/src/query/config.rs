@@ -17,7 +17,7 @@ macro_rules! modes {
     ($($variant:ident $name:literal $compared:literal $help:literal,)+) => {
         /// Retrieval strategy of the query stage: the three FlexStructRAG modes and the peers.
         /// What each one does is its file under [`super::strategy`].
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, schemars::JsonSchema)]
         pub enum Mode {
             #[default]
             $(#[doc = $help] #[serde(rename = $name)] $variant,)+
@@ -77,7 +77,7 @@ impl std::fmt::Display for Mode {
 
 /// How hybrid and hypergraph turn what their modules retrieve into a context (graph always as
 /// the paper).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Assembly {
     /// The paper's: each module's units in the context as they are (entity summaries, whole
@@ -91,7 +91,7 @@ pub enum Assembly {
 }
 
 /// Where the fused assembly takes a retrieved hyperedge's neighbours from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum WindowIn {
     /// Its neighbours in reading order in its document.
@@ -105,7 +105,7 @@ pub enum WindowIn {
 /// The weight of each module's ranking in the fused assembly: a hyperedge at rank r (from 1) of
 /// a module's ranking adds weight / (`rrf_k` + r) to its fused score. 0 leaves a module's
 /// ranking out (its toggle still switches it off).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct FusionWeights {
     /// Entity retrieval: the hyperedges of the matched entities and of the documents titled
@@ -152,7 +152,7 @@ impl std::str::FromStr for Assembly {
 /// The `[query]` section. Thresholds left unset take the calibrated value of the embedding
 /// model (see [`QueryConfig::thresholds`]). Who finds the question's entities and who answers
 /// are `backends.query_entities` and `backends.answers`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct QueryConfig {
     /// Retrieval strategy.

@@ -8,13 +8,13 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use flexstruct_pipeline::compose::Sibling;
-use flexstruct_pipeline::config::{Config, Mode};
+use flexstruct_pipeline::config::Mode;
 use flexstruct_pipeline::eval::runs::Parameter;
 use flexstruct_pipeline::eval::suite::{self, Observer, Setup, Split};
 use flexstruct_pipeline::eval::{Stats, cost};
 use flexstruct_pipeline::io::Index;
 use flexstruct_pipeline::io::sql::OutputFormat;
-use flexstruct_stages::{Outcome, ThreadsArg, exit};
+use flexstruct_stages::{ConfigArg, Outcome, ThreadsArg, exit};
 
 /// Evaluates retrieval strategies on a question set (`{id, question, answers, type, doc_ids,
 /// evidence}` per line) over an index built from its corpus.
@@ -56,9 +56,8 @@ struct Common {
     /// Output folder (results.jsonl, results.parquet, summary.json, report.md, charts).
     #[arg(long)]
     out: PathBuf,
-    /// Pipeline configuration (TOML); `FLEXSTRUCT_<SECTION>__<KEY>` variables override it.
-    #[arg(long, env = "FLEXSTRUCT_CONFIG")]
-    config: Option<PathBuf>,
+    #[command(flatten)]
+    config: ConfigArg,
     /// Cap every variant's context at this many tokens, each filling it (taking evidence until the
     /// cap is full), so that variants use the same budget (0: no cap; unset: query.max_context_tokens,
     /// without filling).
@@ -138,7 +137,7 @@ impl Observer for Printer {
 }
 
 fn setup(c: &Common) -> anyhow::Result<Setup> {
-    let mut config = Config::load(c.config.as_deref())?;
+    let mut config = c.config.load()?;
     if let Some(max) = c.max_context_tokens {
         config.query.max_context_tokens = max;
         config.query.fill = max > 0;

@@ -71,7 +71,7 @@ fn plan(from: Option<Stage>, corpus: bool, paths: bool) -> Vec<Stage> {
 fn main() -> ExitCode {
     use clap::CommandFactory;
     // `--list-stages` needs no index: read the flags without requiring it first.
-    let lenient = Args::command().mut_arg("index", |a| a.required(false)).get_matches();
+    let lenient = Args::command().mut_arg("location", |a| a.required(false)).get_matches();
     if lenient.get_flag("list_stages") {
         let from = lenient.get_one::<Stage>("from").copied();
         for stage in plan(from, lenient.contains_id("corpus"), lenient.get_flag("paths")) {

@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use flexstruct_pipeline::compose;
-use flexstruct_pipeline::config::Config;
 use flexstruct_pipeline::io::{Index, Selection};
 use flexstruct_pipeline::stages::paths::{self, DominanceAblation};
 use flexstruct_stages::{CommonArgs, Outcome, exit, print_stdout, run_stage};
@@ -46,9 +45,9 @@ fn main() -> ExitCode {
 
 fn ablate(args: &Args) -> anyhow::Result<Outcome> {
     args.common.threads.init()?;
-    let config = Config::load(args.common.config.as_deref())?;
+    let config = args.common.config.load()?;
     let kb_tables: Vec<_> = flexstruct_schemas::Table::ALL.into_iter().filter(|t| t.is_kb()).collect();
-    let local = args.common.index.open_local(Selection::Tables(&kb_tables), false)?;
+    let local = args.common.index.location.open_local(Selection::Tables(&kb_tables), false)?;
     let rows = paths::ablate_dominance(&Index::open(local.path())?, &config.paths)?;
     if args.json {
         print_stdout(&(serde_json::to_string_pretty(&rows)? + "\n"))?;

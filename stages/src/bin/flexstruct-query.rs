@@ -7,12 +7,12 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Parser;
 use flexstruct_pipeline::compose;
-use flexstruct_pipeline::config::{Assembly, Config, Mode};
+use flexstruct_pipeline::config::Mode;
 use flexstruct_pipeline::io::parquet::{read_doc, string_column};
-use flexstruct_pipeline::io::{Index, IndexLocation, Selection};
+use flexstruct_pipeline::io::{Index, Selection};
 use flexstruct_pipeline::query::{self, Answer, Engine, Question};
 use flexstruct_schemas::Table;
-use flexstruct_stages::{Outcome, ThreadsArg, exit};
+use flexstruct_stages::{ConfigArg, IndexArg, Outcome, QueryArgs, ThreadsArg, exit};
 
 /// Answers one question or a JSONL file of `{id, question}` from the kb of an index: printed for
 /// a person, or written to an answers file (JSONL + Parquet).
@@ -25,22 +25,16 @@ use flexstruct_stages::{Outcome, ThreadsArg, exit};
                   Exit codes: 0 ok, 1 some questions failed (their lines say why; a rerun asks them again), 2 error."
 )]
 struct Args {
-    /// Index folder (after `make index`), or `s3://bucket/prefix` (its kb and documents are
-    /// fetched into a temporary working copy).
-    #[arg(
-        long,
-        env = "FLEXSTRUCT_INDEX",
-        value_name = "DIR|s3://BUCKET/PREFIX",
-        required_unless_present = "list_modes"
-    )]
-    index: Option<IndexLocation>,
+    /// The index (after `make index`; an `s3://` one has its kb and documents fetched into a
+    /// temporary working copy).
+    #[command(flatten)]
+    index: IndexArg,
+    #[command(flatten)]
+    config: ConfigArg,
     /// Print the retrieval strategies (name, a tab, what it does; `*` marks those
     /// `flexstruct-eval run` compares unless told) and exit.
-    #[arg(long, exclusive = true)]
+    #[arg(long)]
     list_modes: bool,
-    /// Pipeline configuration (TOML); `FLEXSTRUCT_<SECTION>__<KEY>` variables override it.
-    #[arg(long, env = "FLEXSTRUCT_CONFIG", value_name = "FILE")]
-    config: Option<PathBuf>,
     /// One question (printed for a person).
     question: Option<String>,
     /// JSONL file of {id, question} (other fields are ignored).
@@ -56,55 +50,9 @@ struct Args {
     /// Evidence shown per answer when printing for a person.
     #[arg(long, default_value_t = 6, value_name = "N")]
     show: usize,
-    /// Retrieval strategy (`--list-modes` lists them).
-    #[arg(long)]
-    mode: Option<Mode>,
-    /// Switch off entity retrieval (EnR).
-    #[arg(long)]
-    no_entities: bool,
-    /// Switch off hyperedge retrieval (HR).
-    #[arg(long)]
-    no_hyperedges: bool,
-    /// Switch off edge retrieval (ER).
-    #[arg(long)]
-    no_edges: bool,
-    /// Switch off cluster retrieval (SSC).
-    #[arg(long)]
-    no_clusters: bool,
-    /// Switch off bridge retrieval (BR; the paper's FlexStructRAG has none).
-    #[arg(long)]
-    no_bridges: bool,
-    /// Switch off lexical retrieval (LR, BM25; fused assembly only).
-    #[arg(long)]
-    no_lexical: bool,
-    /// How hybrid, hypergraph and graph assemble their context: fused (ours) or paper.
-    #[arg(long)]
-    assembly: Option<Assembly>,
-    /// Most bridge hyperedges retrieved (N_B).
-    #[arg(long)]
-    n_b: Option<usize>,
-    /// Most hyperedges retrieved (N_EH).
-    #[arg(long)]
-    n_eh: Option<usize>,
-    /// Most edges retrieved (N_E).
-    #[arg(long)]
-    n_e: Option<usize>,
-    /// Least cosine of a retrieved hyperedge (τ_EH).
-    #[arg(long)]
-    tau_eh: Option<f32>,
-    /// Least cosine of a retrieved edge (τ_E).
-    #[arg(long)]
-    tau_e: Option<f32>,
-    /// Most context tokens (0: no limit).
-    #[arg(long, env = "FLEXSTRUCT_MAX_CONTEXT_TOKENS")]
-    max_context_tokens: Option<usize>,
-    /// Fill the cap: keep taking evidence in rank order until --max-context-tokens is full (the
-    /// breadths become the first of the candidates).
-    #[arg(long)]
-    fill: bool,
-    /// With a `[rerank]` endpoint: the first pieces of the ranking it re-orders (0: no re-ranking).
-    #[arg(long)]
-    rerank_candidates: Option<usize>,
+    /// The `[query]` keys set on the command line.
+    #[command(flatten)]
+    query: QueryArgs,
     /// No timing summary on stderr.
     #[arg(long, short, env = "FLEXSTRUCT_QUIET")]
     quiet: bool,
@@ -113,39 +61,23 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    exit(run(Args::parse()))
-}
-
-fn run(args: Args) -> anyhow::Result<Outcome> {
-    if args.list_modes {
+    use clap::CommandFactory;
+    // `--list-modes` needs no index: read the flags without requiring it first.
+    let lenient = Args::command().mut_arg("location", |a| a.required(false)).get_matches();
+    if lenient.get_flag("list_modes") {
         for mode in Mode::ALL {
             let compared = if mode.compared_by_default() { " *" } else { "" };
             println!("{}\t{}{compared}", mode.name(), mode.help());
         }
-        return Ok(Outcome::Ok);
+        return ExitCode::SUCCESS;
     }
-    let Some(location) = &args.index else { bail!("--index is required") };
-    args.threads.init()?;
-    let mut config = Config::load(args.config.as_deref())?;
-    let q = &mut config.query;
-    q.mode = args.mode.unwrap_or(q.mode);
-    q.entities &= !args.no_entities;
-    q.hyperedges &= !args.no_hyperedges;
-    q.edges &= !args.no_edges;
-    q.clusters &= !args.no_clusters;
-    q.bridges &= !args.no_bridges;
-    q.lexical &= !args.no_lexical;
-    q.assembly = args.assembly.unwrap_or(q.assembly);
-    q.n_b = args.n_b.unwrap_or(q.n_b);
-    q.n_eh = args.n_eh.unwrap_or(q.n_eh);
-    q.n_e = args.n_e.unwrap_or(q.n_e);
-    q.tau_eh = args.tau_eh.or(q.tau_eh);
-    q.tau_e = args.tau_e.or(q.tau_e);
-    q.max_context_tokens = args.max_context_tokens.unwrap_or(q.max_context_tokens);
-    q.fill |= args.fill;
-    q.rerank_candidates = args.rerank_candidates.unwrap_or(q.rerank_candidates);
-    config.validate()?;
+    exit(run(Args::parse()))
+}
 
+fn run(args: Args) -> anyhow::Result<Outcome> {
+    args.threads.init()?;
+    let location = &args.index.location;
+    let config = args.config.load_with(args.query.overrides()?)?;
     let questions = match (&args.question, &args.questions) {
         (Some(text), None) => {
             if text.trim().is_empty() {

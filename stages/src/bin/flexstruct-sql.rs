@@ -10,7 +10,7 @@ use clap::Parser;
 use flexstruct_pipeline::core::threads;
 use flexstruct_pipeline::io::sql::{IndexSql, OutputFormat, SqlLimits, format_batches};
 use flexstruct_pipeline::io::{Index, IndexLocation, RemoteIndex};
-use flexstruct_stages::{Outcome, ThreadsArg, exit, print_stdout};
+use flexstruct_stages::{IndexArg, Outcome, ThreadsArg, exit, print_stdout};
 
 /// Runs SQL over an index: tables `documents`, `chunks`, …, `failures`, `manifest`, and the
 /// merged `kb.entities`, `kb.hyperedges`, …. Read-only.
@@ -23,10 +23,9 @@ use flexstruct_stages::{Outcome, ThreadsArg, exit, print_stdout};
                   Exit codes: 0 ok, 2 error (including a refused statement or one over a limit)."
 )]
 struct Args {
-    /// Index folder, or `s3://bucket/prefix` (read in place; credentials and endpoint from the
-    /// AWS_* variables).
-    #[arg(long, env = "FLEXSTRUCT_INDEX", value_name = "DIR|s3://BUCKET/PREFIX")]
-    index: IndexLocation,
+    /// The index (an `s3://` one is read in place).
+    #[command(flatten)]
+    index: IndexArg,
     /// SQL to run (several statements may be separated by `;`).
     query: Option<String>,
     /// Read the SQL from this file.
@@ -73,7 +72,7 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
         timeout: Duration::from_secs_f64(args.timeout),
     };
     let results = threads::runtime()?.block_on(async {
-        let session = match &args.index {
+        let session = match &args.index.location {
             IndexLocation::Local(path) => IndexSql::open_limited(&Index::open(path)?, Some(limits)).await?,
             IndexLocation::Remote(url) => IndexSql::open_remote(&RemoteIndex::open(url)?, Some(limits)).await?,
         };

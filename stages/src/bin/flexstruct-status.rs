@@ -1,14 +1,12 @@
 //! `flexstruct-status`: where an index stands, stage by stage — what to check between cluster jobs.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
 use flexstruct_pipeline::compose::{self, IndexStatus};
-use flexstruct_pipeline::config::Config;
 use flexstruct_pipeline::io::{Index, IndexLocation, Selection, Shard};
 use flexstruct_pipeline::stages::merge::KbState;
-use flexstruct_stages::{Outcome, ThreadsArg, exit, print_stdout};
+use flexstruct_stages::{ConfigArg, IndexArg, Outcome, ThreadsArg, exit, print_stdout};
 
 /// Shows, per per-document stage, how many buckets are up to date, stale (computed from other
 /// inputs or settings), missing, failed or orphaned (rows of removed documents) — exactly what the
@@ -21,12 +19,12 @@ use flexstruct_stages::{Outcome, ThreadsArg, exit, print_stdout};
                   failed units, 2 error.\nExample: flexstruct-status --index data/indexes/sample"
 )]
 struct Args {
-    /// Index folder, or `s3://bucket/prefix` (fetched into a temporary working copy).
-    #[arg(long, env = "FLEXSTRUCT_INDEX", value_name = "DIR|s3://BUCKET/PREFIX")]
-    index: IndexLocation,
-    /// Pipeline configuration (TOML) the stages run with: a bucket is stale under another one.
-    #[arg(long, env = "FLEXSTRUCT_CONFIG", value_name = "FILE")]
-    config: Option<PathBuf>,
+    /// The index (an `s3://` one is fetched into a temporary working copy).
+    #[command(flatten)]
+    index: IndexArg,
+    /// The configuration the stages run with: a bucket is stale under another one.
+    #[command(flatten)]
+    config: ConfigArg,
     /// Survey only the buckets of this shard (K/N, auto or auto/N, as the stages take it).
     #[arg(long, env = "FLEXSTRUCT_SHARD", value_name = "K/N|auto|auto/N", default_value = "0/1")]
     shard: Shard,
@@ -46,14 +44,14 @@ fn main() -> ExitCode {
 
 fn run(args: Args) -> anyhow::Result<Outcome> {
     args.threads.init()?;
-    let config = Config::load(args.config.as_deref())?;
-    let local = args.index.open_local(Selection::Everything, false)?;
+    let config = args.config.load()?;
+    let local = args.index.location.open_local(Selection::Everything, false)?;
     let index = Index::open(local.path())?;
     let status = compose::status(&index, &config, args.shard)?;
     if args.json {
         print_stdout(&(serde_json::to_string_pretty(&status)? + "\n"))?;
     } else {
-        print_stdout(&for_a_person(&status, &args.index, args.show))?;
+        print_stdout(&for_a_person(&status, &args.index.location, args.show))?;
     }
     Ok(if status.complete() { Outcome::Ok } else { Outcome::Partial })
 }

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::{Error, Result};
 
 /// The `[chunk]` section (dynamic partitioning, paper §3.1).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ChunkConfig {
     /// Chunks below this many tokens merge with a neighbour.

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::{Error, Result};
 
 /// The `[cluster]` section (structure-aware semantic clustering).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClusterConfig {
     /// α: weight of positional distance |k_i − k_j| against cosine distance.

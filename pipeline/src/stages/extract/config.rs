@@ -6,7 +6,7 @@ use crate::core::{Error, Result};
 
 /// The `[extract]` section (truncated sliding-window extraction, paper §3.1). Which backend
 /// extracts is `backends.extract` ([`crate::core::backend::BackendsConfig`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ExtractConfig {
     /// `false` extracts every chunk without its preceding chunks (the paper's "w/o SW").

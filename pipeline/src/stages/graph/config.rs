@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The `[graph]` section. Who finds the relations is `backends.relations`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct GraphConfig {
     /// τ_e: entities with a larger hyperdegree are anchors whose pairwise relations are extracted.

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::{Error, Result};
 
 /// The `[hypergraph]` section. Who writes the summaries above τ_s is `backends.summaries`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct HypergraphConfig {
     /// τ_s: entities with a larger hyperdegree get a condensed summary (by the summaries backend: the

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::{Error, Result};
 
 /// The `[ingest]` section.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct IngestConfig {
     /// Documents longer than this (bytes of UTF-8) are refused with a failure row.

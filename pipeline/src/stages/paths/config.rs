@@ -7,7 +7,7 @@ use crate::core::{Error, Result};
 use crate::models::gat::GatTraining;
 
 /// How the nodes' dominant embeddings are made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Dominance {
     /// Non-negative count sketches of each node's star: dominance holds by construction.
@@ -29,7 +29,7 @@ impl Dominance {
 }
 
 /// The `[paths]` section.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PathsConfig {
     /// Longest indexed path, in edges (1 to 3).

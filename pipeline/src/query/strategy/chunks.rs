@@ -1,9 +1,8 @@
 //! `chunks`: standard RAG, the top `chunk_k` chunks by cosine above τ_C.
 
-use super::{QueryInput, Retrieval, Scan, ScanPlan, Scanned, Strategy, tiered};
+use super::{Ask, Retrieval, Scan, ScanPlan, Scanned, Strategy, tiered};
 use crate::core::units::Unit;
 use crate::query::config::{QueryConfig, Thresholds};
-use crate::query::kb::Kb;
 
 /// Chunks by cosine.
 #[derive(Debug)]
@@ -17,14 +16,7 @@ impl Strategy for Chunks {
         }
     }
 
-    fn retrieve(
-        &self,
-        _kb: &Kb,
-        config: &QueryConfig,
-        _thresholds: Thresholds,
-        _query: QueryInput<'_>,
-        scanned: Scanned,
-    ) -> Retrieval {
-        Retrieval { rows: tiered(Unit::Chunk, scanned.chunks, config.chunk_k).collect(), ..Retrieval::default() }
+    fn retrieve(&self, ask: Ask<'_>, scanned: Scanned) -> Retrieval {
+        Retrieval { rows: tiered(Unit::Chunk, scanned.chunks, ask.config.chunk_k).collect(), ..Retrieval::default() }
     }
 }

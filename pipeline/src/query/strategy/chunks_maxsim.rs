@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use super::{QueryInput, Retrieval, Scan, ScanPlan, Scanned, Strategy, sorted, tiered};
+use super::{Ask, Retrieval, Scan, ScanPlan, Scanned, Strategy, sorted, tiered};
 use crate::core::units::Unit;
 use crate::query::config::{QueryConfig, Thresholds};
 use crate::query::kb::Kb;
@@ -22,15 +22,8 @@ impl Strategy for ChunksMaxsim {
         ScanPlan { hyperedges: Some(Scan::top(pool)), chunks: Some(Scan::top(chunks)), ..ScanPlan::default() }
     }
 
-    fn retrieve(
-        &self,
-        kb: &Kb,
-        config: &QueryConfig,
-        _thresholds: Thresholds,
-        _query: QueryInput<'_>,
-        scanned: Scanned,
-    ) -> Retrieval {
-        chunks_maxsim(kb, config, scanned)
+    fn retrieve(&self, ask: Ask<'_>, scanned: Scanned) -> Retrieval {
+        chunks_maxsim(ask.kb, ask.config, scanned)
     }
 }
 

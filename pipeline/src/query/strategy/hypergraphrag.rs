@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use super::{QueryInput, Retrieval, Retrieved, Scan, ScanPlan, Scanned, Strategy, hits, sorted, tiered};
+use super::{Ask, Retrieval, Retrieved, Scan, ScanPlan, Scanned, Strategy, hits, sorted, tiered};
 use crate::core::units::Unit;
 use crate::query::config::{QueryConfig, Thresholds};
 use crate::query::kb::Kb;
@@ -22,15 +22,8 @@ impl Strategy for Hypergraphrag {
         }
     }
 
-    fn retrieve(
-        &self,
-        kb: &Kb,
-        config: &QueryConfig,
-        _thresholds: Thresholds,
-        _query: QueryInput<'_>,
-        scanned: Scanned,
-    ) -> Retrieval {
-        hypergraphrag(kb, config, scanned)
+    fn retrieve(&self, ask: Ask<'_>, scanned: Scanned) -> Retrieval {
+        hypergraphrag(ask.kb, ask.config, scanned)
     }
 
     fn embeds_entities(&self) -> bool {

@@ -64,14 +64,7 @@ pub trait Strategy: Sync {
     }
 
     /// One question's retrieval from its scans.
-    fn retrieve(
-        &self,
-        _kb: &Kb,
-        _config: &QueryConfig,
-        _thresholds: Thresholds,
-        _query: QueryInput<'_>,
-        _scanned: Scanned,
-    ) -> Retrieval {
+    fn retrieve(&self, _ask: Ask<'_>, _scanned: Scanned) -> Retrieval {
         Retrieval::default()
     }
 
@@ -100,12 +93,26 @@ pub trait Strategy: Sync {
     }
 }
 
+/// What one question's retrieval reads: the kb, the configuration, the thresholds in effect, and
+/// the question.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask<'a> {
+    /// The knowledge base.
+    pub kb: &'a Kb,
+    /// The strategy's configuration.
+    pub config: &'a QueryConfig,
+    /// The similarity thresholds in effect.
+    pub thresholds: Thresholds,
+    /// The question.
+    pub query: QueryInput<'a>,
+}
+
 /// The strategy of `mode`.
 pub fn of(mode: Mode) -> &'static dyn Strategy {
     match mode {
-        Mode::Hybrid => &hybrid::Hybrid,
-        Mode::Hypergraph => &hypergraph::Hypergraph,
-        Mode::Graph => &graph::Graph,
+        Mode::Hybrid => &hybrid::HYBRID,
+        Mode::Hypergraph => &hypergraph::HYPERGRAPH,
+        Mode::Graph => &graph::GRAPH,
         Mode::Chunks => &chunks::Chunks,
         Mode::None => &none::None,
         Mode::Hypergraphrag => &hypergraphrag::Hypergraphrag,
@@ -384,7 +391,7 @@ pub fn retrieve_batch(
         .zip(queries)
         .map(|(scanned, query)| {
             let notes = threshold_notes(kb, &plan, &scanned);
-            let mut retrieval = strategy.retrieve(kb, config, thresholds, *query, scanned);
+            let mut retrieval = strategy.retrieve(Ask { kb, config, thresholds, query: *query }, scanned);
             retrieval.notes = notes;
             retrieval
         })

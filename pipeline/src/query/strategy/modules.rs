@@ -12,7 +12,8 @@
 use std::collections::HashMap;
 
 use super::{
-    Modules, QueryInput, Retrieval, Retrieved, Scan, ScanPlan, Scanned, hits, matched_rows, sorted, tiered, widen,
+    Ask, Modules, QueryInput, Retrieval, Retrieved, Scan, ScanPlan, Scanned, Strategy, hits, matched_rows, sorted,
+    tiered, widen,
 };
 use crate::core::units::Unit;
 use crate::query::config::{QueryConfig, Thresholds, WindowIn};
@@ -23,7 +24,7 @@ use crate::rules::question::{Hop, hop_phrases};
 /// What the modules of `config`'s strategy scan: hyperedges for hyperedge, cluster and bridge
 /// retrieval (clusters and bridges are found through the retrieved hyperedges), edges for edge
 /// retrieval, each above its threshold.
-pub(super) fn plan(config: &QueryConfig, thresholds: Thresholds) -> ScanPlan {
+fn plan(config: &QueryConfig, thresholds: Thresholds) -> ScanPlan {
     let modules = Modules::active(config);
     let b = config.breadths();
     ScanPlan {
@@ -34,15 +35,33 @@ pub(super) fn plan(config: &QueryConfig, thresholds: Thresholds) -> ScanPlan {
     }
 }
 
-/// One question's retrieval by the modules of `config`'s strategy, assembled as configured.
-pub(super) fn retrieve(
-    kb: &Kb,
-    config: &QueryConfig,
-    thresholds: Thresholds,
-    query: QueryInput<'_>,
-    scanned: Scanned,
-) -> Retrieval {
-    if config.fuses() { fused(kb, config, query, scanned) } else { paper(kb, config, thresholds, query, scanned) }
+/// One of FlexStructRAG's modes: the modules it runs, and whether its context may be fused.
+#[derive(Debug)]
+pub(super) struct ModuleMode {
+    /// Its modules before the toggles.
+    pub(super) modules: Modules,
+    /// Whether `query.assembly = "fused"` fuses it (else it is always assembled as the paper).
+    pub(super) fusable: bool,
+}
+
+impl Strategy for ModuleMode {
+    fn modules(&self) -> Modules {
+        self.modules
+    }
+
+    fn fusable(&self) -> bool {
+        self.fusable
+    }
+
+    fn plan(&self, config: &QueryConfig, thresholds: Thresholds) -> ScanPlan {
+        plan(config, thresholds)
+    }
+
+    /// One question's retrieval by the modules, assembled as configured.
+    fn retrieve(&self, ask: Ask<'_>, scanned: Scanned) -> Retrieval {
+        let Ask { kb, config, thresholds, query } = ask;
+        if config.fuses() { fused(kb, config, query, scanned) } else { paper(kb, config, thresholds, query, scanned) }
+    }
 }
 
 /// The paper's assembly: each module's units as they are (entity summaries, whole clusters,

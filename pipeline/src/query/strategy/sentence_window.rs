@@ -1,7 +1,7 @@
 //! `sentence-window`: a strong simple baseline, the top hyperedges each widened to its
 //! neighbours in its document.
 
-use super::{QueryInput, Retrieval, Scan, ScanPlan, Scanned, Strategy, tiered, widen};
+use super::{Ask, Retrieval, Scan, ScanPlan, Scanned, Strategy, tiered, widen};
 use crate::core::units::Unit;
 use crate::query::config::{QueryConfig, Thresholds};
 use crate::query::kb::Kb;
@@ -19,15 +19,8 @@ impl Strategy for SentenceWindow {
         ScanPlan { hyperedges: Some(Scan::top(config.breadths().hyperedges)), ..ScanPlan::default() }
     }
 
-    fn retrieve(
-        &self,
-        kb: &Kb,
-        config: &QueryConfig,
-        _thresholds: Thresholds,
-        _query: QueryInput<'_>,
-        scanned: Scanned,
-    ) -> Retrieval {
-        sentence_windows(kb, config, scanned)
+    fn retrieve(&self, ask: Ask<'_>, scanned: Scanned) -> Retrieval {
+        sentence_windows(ask.kb, ask.config, scanned)
     }
 }
 

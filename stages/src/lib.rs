@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use flexstruct_pipeline::config::{Assembly, Config, Mode};
+use flexstruct_pipeline::config::{Config, QueryConfig};
 use flexstruct_pipeline::core::{Error, IndexProblem, threads};
 use flexstruct_pipeline::io::{Index, IndexLocation, Selection, Shard, StageMetrics, record_run};
 use flexstruct_pipeline::stages::{Progress, RunContext, merge, paths};
@@ -82,97 +82,23 @@ impl ConfigArg {
     }
 }
 
-/// The `[query]` keys a query run may set on its command line. Each flag sets the key of its
-/// name (`--n-eh 10` is `query.n_eh = 10`, `--no-bridges` is `query.bridges = false`), over the
-/// file and the environment; what a flag leaves unset keeps their value.
-#[derive(Debug, Clone, Default, clap::Args, Serialize)]
-pub struct QueryArgs {
-    /// Retrieval strategy (`--list-modes` lists them).
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mode: Option<Mode>,
-    /// How hybrid and hypergraph assemble their context: fused (ours) or paper.
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub assembly: Option<Assembly>,
-    /// Most bridge hyperedges retrieved (N_B).
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub n_b: Option<usize>,
-    /// Most hyperedges retrieved (N_EH).
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub n_eh: Option<usize>,
-    /// Most edges retrieved (N_E).
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub n_e: Option<usize>,
-    /// Least cosine of a retrieved hyperedge (τ_EH).
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tau_eh: Option<f32>,
-    /// Least cosine of a retrieved edge (τ_E).
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tau_e: Option<f32>,
-    /// Most context tokens (0: no limit).
-    #[arg(long, env = "FLEXSTRUCT_MAX_CONTEXT_TOKENS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_context_tokens: Option<usize>,
-    /// With a `[rerank]` endpoint: the first pieces of the ranking it re-orders (0: no re-ranking).
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rerank_candidates: Option<usize>,
-    /// Fill the cap: keep taking evidence in rank order until --max-context-tokens is full (the
-    /// breadths become the first of the candidates).
-    #[arg(long)]
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub fill: bool,
-    /// Switch off entity retrieval (EnR).
-    #[arg(long)]
-    #[serde(skip)]
-    pub no_entities: bool,
-    /// Switch off hyperedge retrieval (HR).
-    #[arg(long)]
-    #[serde(skip)]
-    pub no_hyperedges: bool,
-    /// Switch off edge retrieval (ER).
-    #[arg(long)]
-    #[serde(skip)]
-    pub no_edges: bool,
-    /// Switch off cluster retrieval (SSC).
-    #[arg(long)]
-    #[serde(skip)]
-    pub no_clusters: bool,
-    /// Switch off bridge retrieval (BR; the paper's FlexStructRAG has none).
-    #[arg(long)]
-    #[serde(skip)]
-    pub no_bridges: bool,
-    /// Switch off lexical retrieval (LR, BM25; fused assembly only).
-    #[arg(long)]
-    #[serde(skip)]
-    pub no_lexical: bool,
-}
-
-impl QueryArgs {
-    /// The keys the flags set, as `{"query": {…}}` for [`ConfigArg::load_with`].
-    pub fn overrides(&self) -> anyhow::Result<serde_json::Value> {
-        let mut query = serde_json::to_value(self)?;
-        let switched_off = [
-            (self.no_entities, "entities"),
-            (self.no_hyperedges, "hyperedges"),
-            (self.no_edges, "edges"),
-            (self.no_clusters, "clusters"),
-            (self.no_bridges, "bridges"),
-            (self.no_lexical, "lexical"),
-        ];
-        if let Some(keys) = query.as_object_mut() {
-            for (_, key) in switched_off.into_iter().filter(|(off, _)| *off) {
-                keys.insert(key.to_owned(), serde_json::Value::Bool(false));
+/// The `[query]` keys given on the command line (or in a flag's own environment variable) of a
+/// binary that flattens [`QueryConfig`] into its arguments, as `{"query": {…}}` for
+/// [`ConfigArg::load_with`]: only those, so that every other key keeps the value of the file and
+/// the environment.
+pub fn query_overrides(matches: &clap::ArgMatches, parsed: &QueryConfig) -> anyhow::Result<serde_json::Value> {
+    use clap::parser::ValueSource;
+    let mut keys = serde_json::Map::new();
+    if let serde_json::Value::Object(all) = serde_json::to_value(parsed)? {
+        for (key, value) in all {
+            let given = matches.try_get_raw(&key).is_ok()
+                && matches!(matches.value_source(&key), Some(ValueSource::CommandLine | ValueSource::EnvVariable));
+            if given {
+                keys.insert(key, value);
             }
         }
-        Ok(serde_json::json!({ "query": query }))
     }
+    Ok(serde_json::json!({ "query": keys }))
 }
 
 /// Flags every stage binary takes; each has an environment twin.

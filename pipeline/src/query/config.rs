@@ -17,10 +17,13 @@ macro_rules! modes {
     ($($variant:ident $name:literal $compared:literal $help:literal,)+) => {
         /// Retrieval strategy of the query stage: the three FlexStructRAG modes and the peers.
         /// What each one does is its file under [`super::strategy`].
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, schemars::JsonSchema)]
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, schemars::JsonSchema,
+            clap::ValueEnum,
+        )]
         pub enum Mode {
             #[default]
-            $(#[doc = $help] #[serde(rename = $name)] $variant,)+
+            $(#[doc = $help] #[serde(rename = $name)] #[value(name = $name)] $variant,)+
         }
 
         impl Mode {
@@ -77,7 +80,9 @@ impl std::fmt::Display for Mode {
 
 /// How hybrid and hypergraph turn what their modules retrieve into a context (graph always as
 /// the paper).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, schemars::JsonSchema, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Assembly {
     /// The paper's: each module's units in the context as they are (entity summaries, whole
@@ -91,7 +96,9 @@ pub enum Assembly {
 }
 
 /// Where the fused assembly takes a retrieved hyperedge's neighbours from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, schemars::JsonSchema, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum WindowIn {
     /// Its neighbours in reading order in its document.
@@ -151,69 +158,97 @@ impl std::str::FromStr for Assembly {
 
 /// The `[query]` section. Thresholds left unset take the calibrated value of the embedding
 /// model (see [`QueryConfig::thresholds`]). Who finds the question's entities and who answers
-/// are `backends.query_entities` and `backends.answers`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+/// are `backends.query_entities` and `backends.answers`. Every key is also a flag of the
+/// binaries that query (flattened into their arguments; `--no-<toggle>` for a module toggle),
+/// which sets it over the file and the environment (see `flexstruct_stages::query_overrides`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema, clap::Args)]
 #[serde(deny_unknown_fields, default)]
+#[command(next_help_heading = "Query settings (each sets the [query] key of its name)")]
 pub struct QueryConfig {
     /// Retrieval strategy.
+    #[arg(long, value_enum, default_value_t = QueryConfig::default().mode)]
     pub mode: Mode,
     /// How hybrid and hypergraph assemble their context (graph always as the paper).
+    #[arg(long, value_enum, default_value_t = QueryConfig::default().assembly)]
     pub assembly: Assembly,
     /// Module toggles (the paper's ablations): entity retrieval (EnR).
+    #[arg(long = "no-entities", action = clap::ArgAction::SetFalse, help = "Switch off entity retrieval (EnR)")]
     pub entities: bool,
     /// Hyperedge retrieval (HR); when off, hyperedges are still scanned to pick clusters.
+    #[arg(long = "no-hyperedges", action = clap::ArgAction::SetFalse, help = "Switch off hyperedge retrieval (HR)")]
     pub hyperedges: bool,
     /// Edge retrieval (ER).
+    #[arg(long = "no-edges", action = clap::ArgAction::SetFalse, help = "Switch off edge retrieval (ER)")]
     pub edges: bool,
     /// Bridge retrieval (BR, ours, beyond the paper): the facts one hop past the question's
     /// entities and hyperedges, for questions whose answer is about an entity they do not name.
+    #[arg(long = "no-bridges", action = clap::ArgAction::SetFalse, help = "Switch off bridge retrieval (BR)")]
     pub bridges: bool,
     /// Cluster retrieval (SSC).
+    #[arg(long = "no-clusters", action = clap::ArgAction::SetFalse, help = "Switch off cluster retrieval (SSC)")]
     pub clusters: bool,
     /// Lexical retrieval (LR, ours, fused assembly only): hyperedges ranked by BM25 with the
     /// question beside their cosine.
+    #[arg(long = "no-lexical", action = clap::ArgAction::SetFalse, help = "Switch off lexical retrieval (LR)")]
     pub lexical: bool,
     /// The constant k of reciprocal-rank fusion: a hyperedge at rank r (from 1) of a module's
     /// ranking scores weight / (k + r) there; its fused score is the sum over modules.
+    #[arg(long, default_value_t = QueryConfig::default().rrf_k)]
     pub rrf_k: f32,
     /// The weight of each module's ranking in the fused assembly.
+    #[arg(skip)]
     pub weights: FusionWeights,
     /// The factor on the entity and bridge weights for a question that follows a relation (`the
     /// director of film X`, `X's mother-in-law`): its answer is a fact about an entity the
     /// question does not name, which those two modules reach and similarity does not.
+    #[arg(long, default_value_t = QueryConfig::default().hop_boost)]
     pub hop_boost: f32,
     /// Where the fused assembly takes each hyperedge's `window_k` neighbours from.
+    #[arg(long, value_enum, default_value_t = QueryConfig::default().window_in)]
     pub window_in: WindowIn,
     /// N_B: most bridge hyperedges retrieved.
+    #[arg(long, default_value_t = QueryConfig::default().n_b)]
     pub n_b: usize,
     /// N_EH: most hyperedges retrieved.
+    #[arg(long, default_value_t = QueryConfig::default().n_eh)]
     pub n_eh: usize,
     /// N_E: most edges retrieved.
+    #[arg(long, default_value_t = QueryConfig::default().n_e)]
     pub n_e: usize,
     /// τ_EH: least cosine of a retrieved hyperedge (unset: the model's calibrated value).
+    #[arg(long)]
     pub tau_eh: Option<f32>,
     /// τ_E: least cosine of a retrieved edge (unset: the model's calibrated value).
+    #[arg(long)]
     pub tau_e: Option<f32>,
     /// Chunks retrieved by the `chunks` strategy and fused by `hypergraphrag` (k_C).
+    #[arg(long, default_value_t = QueryConfig::default().chunk_k)]
     pub chunk_k: usize,
     /// Least cosine of a retrieved chunk (τ_C; unset: the model's calibrated value).
+    #[arg(long)]
     pub tau_chunk: Option<f32>,
     /// HyperGraphRAG's k_V: entities retrieved by embedding similarity.
+    #[arg(long, default_value_t = QueryConfig::default().hgr_k_v)]
     pub hgr_k_v: usize,
     /// HyperGraphRAG's k_H: hyperedges retrieved by embedding similarity.
+    #[arg(long, default_value_t = QueryConfig::default().hgr_k_h)]
     pub hgr_k_h: usize,
     /// Most context tokens (cl100k); the lowest-ranked evidence is dropped first. 0: no limit.
+    #[arg(long, env = "FLEXSTRUCT_MAX_CONTEXT_TOKENS", default_value_t = QueryConfig::default().max_context_tokens)]
     pub max_context_tokens: usize,
     /// Fill the cap: with `max_context_tokens` set, every strategy keeps taking evidence in rank
     /// order until the cap is full or its candidates run out — its breadths (N_EH, N_E, N_B,
     /// `chunk_k`) become the first of [`FILL_POOL`] candidates — so that strategies compared at
     /// one cap use it equally. Off: the breadths stop retrieval, and the cap only trims.
+    #[arg(long)]
     pub fill: bool,
     /// Neighbours on each side of a hyperedge in the sentence-window baseline and in the fused
     /// assembly (k).
+    #[arg(long, default_value_t = QueryConfig::default().window_k)]
     pub window_k: usize,
     /// Hyperedge retrieval gives each hyperedge with its ±`widen` neighbours in its document, as
     /// one passage (0: the hyperedge alone, as in the paper).
+    #[arg(long, default_value_t = QueryConfig::default().widen)]
     pub widen: usize,
     /// A second retrieval for a relation question (hybrid and hypergraph, fused assembly): when
     /// the extractive reader's chain through the context reaches an entity whose sentences do
@@ -221,21 +256,26 @@ pub struct QueryConfig {
     /// retrieved about that entity join the context after its first piece; a comparison of role
     /// holders ("the director who was born first, A or B?") does the same for each holder the
     /// context names without the date compared (0: off).
+    #[arg(long, default_value_t = QueryConfig::default().second_hop)]
     pub second_hop: usize,
     /// Say each thing once: verbatim evidence of one document that overlaps or touches merges
     /// into one passage, and derived text already in the context is left out
     /// ([`super::context::Context::assemble_with`]).
+    #[arg(long)]
     pub merge: bool,
     /// The extractive answerer answers a factoid question (who, when, where, how many, which of
     /// two, same or not) with the span that answers it and gives the sentence as its support;
     /// off, the answer is the best sentence.
+    #[arg(long = "no-short-answers", action = clap::ArgAction::SetFalse, help = "Answer with the best sentence, not a factoid's span")]
     pub short_answers: bool,
     /// How the kb's vectors are held once loaded: `f32` (exact) or `f16` (half the memory, for
     /// kbs of millions of facts; cosines move by about 1e-3 at most). Read when the kb is loaded.
+    #[arg(long, value_enum, default_value_t = QueryConfig::default().vector_precision)]
     pub vector_precision: Precision,
     /// With a re-ranking endpoint configured (`[rerank]`): the first this many distinct pieces of
     /// every strategy's ranking are scored by it against the question and put in its order,
     /// before the rest and before the cap is applied (0: no re-ranking).
+    #[arg(long, default_value_t = QueryConfig::default().rerank_candidates)]
     pub rerank_candidates: usize,
 }
 

@@ -7,12 +7,12 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Parser;
 use flexstruct_pipeline::compose;
-use flexstruct_pipeline::config::Mode;
+use flexstruct_pipeline::config::{Mode, QueryConfig};
 use flexstruct_pipeline::io::parquet::{read_doc, string_column};
 use flexstruct_pipeline::io::{Index, Selection};
 use flexstruct_pipeline::query::{self, Answer, Engine, Question};
 use flexstruct_schemas::Table;
-use flexstruct_stages::{ConfigArg, IndexArg, Outcome, QueryArgs, ThreadsArg, exit};
+use flexstruct_stages::{ConfigArg, IndexArg, Outcome, ThreadsArg, exit, query_overrides};
 
 /// Answers one question or a JSONL file of `{id, question}` from the kb of an index: printed for
 /// a person, or written to an answers file (JSONL + Parquet).
@@ -50,9 +50,9 @@ struct Args {
     /// Evidence shown per answer when printing for a person.
     #[arg(long, default_value_t = 6, value_name = "N")]
     show: usize,
-    /// The `[query]` keys set on the command line.
+    /// The `[query]` keys, each a flag.
     #[command(flatten)]
-    query: QueryArgs,
+    query: QueryConfig,
     /// No timing summary on stderr.
     #[arg(long, short, env = "FLEXSTRUCT_QUIET")]
     quiet: bool,
@@ -61,7 +61,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    use clap::CommandFactory;
+    use clap::{CommandFactory, FromArgMatches};
     // `--list-modes` needs no index: read the flags without requiring it first.
     let lenient = Args::command().mut_arg("location", |a| a.required(false)).get_matches();
     if lenient.get_flag("list_modes") {
@@ -71,13 +71,14 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    exit(run(Args::parse()))
+    let matches = Args::command().get_matches();
+    exit(Args::from_arg_matches(&matches).map_err(anyhow::Error::from).and_then(|args| run(args, &matches)))
 }
 
-fn run(args: Args) -> anyhow::Result<Outcome> {
+fn run(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<Outcome> {
     args.threads.init()?;
     let location = &args.index.location;
-    let config = args.config.load_with(args.query.overrides()?)?;
+    let config = args.config.load_with(query_overrides(matches, &args.query)?)?;
     let questions = match (&args.question, &args.questions) {
         (Some(text), None) => {
             if text.trim().is_empty() {

@@ -386,7 +386,8 @@ fn unusable_inputs_get_clear_errors() {
     assert!(out.stderr.contains("q.jsonl:2: not a JSON object"), "{}", out.stderr);
     let out = query_env(&["Who?", "--mode", "sideways"], &[]);
     assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("unknown query mode `sideways`"), "{}", out.stderr);
+    assert!(out.stderr.contains("invalid value 'sideways' for '--mode"), "{}", out.stderr);
+    assert!(out.stderr.contains("possible values: hybrid, hypergraph"), "{}", out.stderr);
 }
 
 #[test]

@@ -108,7 +108,11 @@ fn parse_index(spec: &str) -> anyhow::Result<(String, IndexLocation)> {
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
-    let cores = threads::init(args.threads)?;
+    let sized = threads::init(args.threads)?;
+    if let Some(note) = &sized.note {
+        log(&format!("note: {note}"));
+    }
+    let cores = sized.threads;
     let config = Config::load(args.config.as_deref())?;
     config.validate()?;
     let mut specs = Vec::new();

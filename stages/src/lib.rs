@@ -132,9 +132,12 @@ pub struct ThreadsArg {
 }
 
 impl ThreadsArg {
-    /// Sizes the process's thread pools.
+    /// Sizes the process's thread pools, and says so when the ask was cut to the cores
+    /// available.
     pub fn init(self) -> anyhow::Result<()> {
-        threads::init(self.threads)?;
+        if let Some(note) = threads::init(self.threads)?.note {
+            say!("note: {note}");
+        }
         Ok(())
     }
 }

@@ -14,6 +14,10 @@ pub const MINILM: &str = "all-MiniLM-L6-v2";
 pub const MINILM_DIM: usize = 384;
 /// Prefix of the feature-hashing test embedder's names (`hashing-<dim>`).
 pub const HASHING_PREFIX: &str = "hashing-";
+/// Widest `hashing-<dim>` vector: real embedding models are 384 to 4,096 wide, and a wider test
+/// vector only fills memory (every unit holds `dim` floats; `hashing-2000000` took 7.7 GB in a
+/// minute).
+pub const MAX_HASHING_DIM: usize = 4096;
 
 /// Calibrated τ_EH for all-MiniLM-L6-v2: the 99th percentile of question–hyperedge cosines over
 /// the ultradomain-mix dev questions (`examples/calibrate.rs`; docs/stages.md).

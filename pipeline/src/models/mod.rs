@@ -15,7 +15,7 @@ pub use hashing::HashingEmbedder;
 pub use minilm::MiniLm;
 pub use remote::RemoteEmbedder;
 
-use crate::core::models::{HASHING_PREFIX, MINILM};
+use crate::core::models::{HASHING_PREFIX, MAX_HASHING_DIM, MINILM};
 use crate::core::{Error, Result};
 use crate::io::CallRecord;
 
@@ -41,7 +41,8 @@ pub trait Embedder: Send + Sync {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct EmbedConfig {
-    /// `all-MiniLM-L6-v2` (in process, the default) or `hashing-<dim>` (tests only).
+    /// `all-MiniLM-L6-v2` (in process, the default) or `hashing-<dim>` (tests only; `dim` from 1
+    /// to 4,096).
     pub model: String,
     /// Folder of the MiniLM files (`make model` fills it).
     pub model_dir: std::path::PathBuf,
@@ -64,6 +65,18 @@ pub struct EmbedConfig {
     pub api_key_env: String,
     /// Most embedding requests in flight.
     pub max_concurrency: usize,
+    /// Seconds an endpoint's answer to one request may take (as `llm.timeout_secs`).
+    pub timeout_secs: u64,
+    /// Retries of a request after a 429, a 5xx, a timeout or a connection error (as
+    /// `llm.max_retries`).
+    pub max_retries: u32,
+    /// First backoff delay in milliseconds, doubled per retry (as `llm.backoff_initial_ms`).
+    pub backoff_initial_ms: u64,
+    /// Longest backoff delay in milliseconds (as `llm.backoff_max_ms`).
+    pub backoff_max_ms: u64,
+    /// Seconds all the endpoint's requests of one run may take together (0: no limit): past it,
+    /// what is not embedded fails, is recorded, and is retried by the next run.
+    pub deadline_secs: u64,
     /// Most words of an entity's summary embedded with its name (0: all of it, up to the model's
     /// input limit). Entity texts are most of the tokens to embed; the summary a context shows is
     /// never cut. Changing it re-embeds entities only. 40 by default: on the three dev sets it
@@ -83,22 +96,31 @@ impl Default for EmbedConfig {
             base_url: String::new(),
             api_key_env: "OPENAI_API_KEY".into(),
             max_concurrency: 4,
+            timeout_secs: 60,
+            max_retries: 6,
+            backoff_initial_ms: 500,
+            backoff_max_ms: 60_000,
+            deadline_secs: 0,
             entity_summary_words: 40,
         }
     }
 }
 
 impl EmbedConfig {
-    /// Checks the values: a `hashing-<dim>` model names a dimension of at least 1, and batches and
-    /// concurrency are at least 1.
+    /// Checks the values: a `hashing-<dim>` model names a dimension from 1 to
+    /// [`MAX_HASHING_DIM`], and batches and concurrency are at least 1.
     pub fn validate(&self) -> Result<()> {
         if let Some(dim) = self.model.strip_prefix(HASHING_PREFIX) {
             match dim.parse::<usize>() {
-                Ok(d) if d >= 1 => {}
+                Ok(d) if (1..=MAX_HASHING_DIM).contains(&d) => {}
                 _ => {
                     return Err(Error::config(
                         "embed.model",
-                        format!("`{}`: expected hashing-<dim> with a dimension of at least 1", self.model),
+                        format!(
+                            "`{}`: expected hashing-<dim> with a dimension from 1 to {MAX_HASHING_DIM} (a wider \
+                             vector only fills memory)",
+                            self.model
+                        ),
                     ));
                 }
             }
@@ -108,6 +130,9 @@ impl EmbedConfig {
         }
         if self.max_concurrency == 0 {
             return Err(Error::config("embed.max_concurrency", "must be at least 1"));
+        }
+        if self.timeout_secs == 0 {
+            return Err(Error::config("embed.timeout_secs", "must be at least 1"));
         }
         Ok(())
     }

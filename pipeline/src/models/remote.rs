@@ -2,6 +2,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::{EmbedConfig, Embedder, normalise};
 use crate::core::{Error, Result};
@@ -15,6 +16,8 @@ pub struct RemoteEmbedder {
     runner: Runner,
     dim: usize,
     batch_size: usize,
+    /// When the run's requests must have ended (`embed.deadline_secs`), if ever.
+    deadline: Option<(Instant, u64)>,
 }
 
 impl RemoteEmbedder {
@@ -26,10 +29,16 @@ impl RemoteEmbedder {
             model: config.model.clone(),
             api_key_env: config.api_key_env.clone(),
             max_concurrency: config.max_concurrency.max(1),
+            timeout_secs: config.timeout_secs,
+            max_retries: config.max_retries,
+            backoff_initial_ms: config.backoff_initial_ms,
+            backoff_max_ms: config.backoff_max_ms,
             ..LlmConfig::default()
         };
         let runner = Runner::new(Arc::new(LlmClient::new(&llm, index_root)?))?;
-        let mut embedder = RemoteEmbedder { runner, dim: 0, batch_size: config.batch_size.max(1) };
+        let deadline = (config.deadline_secs > 0)
+            .then(|| (Instant::now() + Duration::from_secs(config.deadline_secs), config.deadline_secs));
+        let mut embedder = RemoteEmbedder { runner, dim: 0, batch_size: config.batch_size.max(1), deadline };
         let probe = embedder.embed(&["dimension probe"])?;
         embedder.dim = probe.first().map_or(0, Vec::len);
         if embedder.dim == 0 {
@@ -60,8 +69,20 @@ impl Embedder for RemoteEmbedder {
         let client = self.runner.client();
         let context = CallContext { stage: "embed".into(), doc_id: None, purpose: "embeddings".into() };
         let batches: Vec<&[&str]> = texts.chunks(self.batch_size).collect();
-        let answers =
-            self.runner.block_on(futures::future::join_all(batches.iter().map(|b| client.embeddings(&context, b))));
+        let requests = futures::future::join_all(batches.iter().map(|b| client.embeddings(&context, b)));
+        let answers = match self.deadline {
+            None => self.runner.block_on(requests),
+            Some((at, secs)) => {
+                let past = || Error::External {
+                    service: client.service(),
+                    what: "embeddings".into(),
+                    source: format!("the run's deadline of {secs} s (embed.deadline_secs) has passed").into(),
+                };
+                let left = at.checked_duration_since(Instant::now()).ok_or_else(past)?;
+                // The timer is made inside the runtime that drives it.
+                self.runner.block_on(async { tokio::time::timeout(left, requests).await }).map_err(|_| past())?
+            }
+        };
         let mut out = Vec::with_capacity(texts.len());
         for answer in answers {
             let mut vectors = answer.map_err(|e| Error::External {

@@ -313,10 +313,16 @@ fn a_hashing_model_of_no_dimension_is_refused_and_merge_wants_vectors_of_its_mod
     let out = run_env("ingest", &args, &[("FLEXSTRUCT_EMBED__MODEL", "hashing-0")]);
     assert_eq!(out.code, 2);
     assert!(
-        out.stderr.contains("embed.model: `hashing-0`: expected hashing-<dim> with a dimension of at least 1"),
+        out.stderr.contains("embed.model: `hashing-0`: expected hashing-<dim> with a dimension from 1 to 4096"),
         "{}",
         out.stderr
     );
+    // A dimension no real model has is refused before it fills memory (it took 7.7 GB in a minute).
+    let started = Instant::now();
+    let out = run_env("ingest", &args, &[("FLEXSTRUCT_EMBED__MODEL", "hashing-2000000")]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("`hashing-2000000`: expected hashing-<dim> with a dimension from 1 to 4096"));
+    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
     let index = tmp.path().join("built");
     build(&index, &sample_corpus(), false);
     let out = run_env("merge", &["--index", index.to_str().unwrap()], &[("FLEXSTRUCT_EMBED__MODEL", "hashing-32")]);
@@ -531,4 +537,26 @@ fn a_merge_killed_at_any_moment_leaves_a_kb_that_loads_whole_or_is_refused() {
     let q = run_env("query", &["--index", i, "When was the Kestrel Valley Water Compact signed?"], &ENV);
     assert_eq!(q.code, 0, "{}", q.stderr);
     eprintln!("merge {merge_ms} ms; {refused} of 10 killed merges left a kb that was refused");
+}
+
+#[test]
+fn threads_beyond_the_cores_are_cut_to_them_with_a_note_not_an_abort() {
+    // Before: SLURM_CPUS_PER_TASK=100000 made a no-op chunk run start 100,000 threads, take eleven
+    // minutes and 2.4 GB, and abort (exit 134); --threads 3000 took 20 s and 600 MB.
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    build(&index, &sample_corpus(), false);
+    let i = index.to_str().unwrap();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for (args, env) in [
+        (vec!["--index", i], vec![("SLURM_CPUS_PER_TASK", "100000")]),
+        (vec!["--index", i, "--threads", "3000"], vec![]),
+    ] {
+        let started = Instant::now();
+        let out = run_env("chunk", &args, &env);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let note = format!("more than the {cores} cores this process may use: using {cores}");
+        assert!(out.stderr.contains("note: ") && out.stderr.contains(&note), "{}", out.stderr);
+        assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
+    }
 }

@@ -332,6 +332,88 @@ fn a_bucket_the_endpoint_fails_is_recorded_and_the_others_are_written() {
     assert_eq!(scalar(&index, "SELECT count(*) FROM failures"), 0);
 }
 
+/// The corpus of eight short documents built through the graph stage in four buckets, ready to
+/// embed against an endpoint.
+fn before_embed(tmp: &Path) -> (PathBuf, PathBuf) {
+    let corpus = tmp.join("c.jsonl");
+    let lines: String = (0..8)
+        .map(|i| {
+            let text = format!("Mara Vole wrote report {i}. It was read by Ada Lind. Lind kept copy {i}.");
+            serde_json::json!({"doc_id": format!("d{i}"), "text": text}).to_string() + "\n"
+        })
+        .collect();
+    std::fs::write(&corpus, lines).unwrap();
+    let config = tmp.join("four.toml");
+    std::fs::write(&config, "[index]\nbuckets = 4\n").unwrap();
+    let index = tmp.join("index");
+    let (i, c) = (index.to_str().unwrap(), config.to_str().unwrap());
+    assert_eq!(run("ingest", &["--index", i, "--config", c, "--corpus", corpus.to_str().unwrap()]).code, 0);
+    for stage in ["chunk", "extract", "hypergraph", "graph"] {
+        assert_eq!(run(stage, &["--index", i, "--config", c]).code, 0, "{stage}");
+    }
+    (index, config)
+}
+
+#[test]
+fn an_embedding_endpoint_that_never_answers_is_given_up_within_its_timeout_and_deadline() {
+    // Before: [embed] refused timeout_secs and max_retries, and a server that accepted and never
+    // answered held each batch for the client's 120 s times seven attempts.
+    let tmp = tempfile::tempdir().unwrap();
+    let (index, config) = before_embed(tmp.path());
+    let (i, c) = (index.to_str().unwrap(), config.to_str().unwrap());
+    // Answers the dimension probe, then nothing in time.
+    let silent = FakeLlm::start(|r: &Request| {
+        if r.body["input"].to_string().contains("dimension probe") {
+            flexstruct_testkit::embeddings_responder(r)
+        } else {
+            Reply::Slow { delay: Duration::from_secs(30), then: Box::new(flexstruct_testkit::embeddings_responder(r)) }
+        }
+    });
+    let url = silent.base_url();
+    let mut env = vec![
+        ("FLEXSTRUCT_EMBED__MODEL", "text-embedding-fake"),
+        ("FLEXSTRUCT_EMBED__BASE_URL", url.as_str()),
+        ("FLEXSTRUCT_EMBED__API_KEY_ENV", ""),
+        ("FLEXSTRUCT_EMBED__TIMEOUT_SECS", "1"),
+        ("FLEXSTRUCT_EMBED__MAX_RETRIES", "0"),
+    ];
+    let started = std::time::Instant::now();
+    let out = run_env("embed", &["--index", i, "--config", c], &env);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(started.elapsed() < Duration::from_secs(25), "{:?}", started.elapsed());
+    let failed = scalar(&index, "SELECT count(*) FROM failures WHERE stage = 'embed' AND kind = 'llm_error'");
+    assert!(failed.as_i64().unwrap() >= 1, "{failed}");
+
+    // A deadline for the whole run: answers that come, slowly, one at a time, stop at it.
+    let slow = FakeLlm::start(|r: &Request| {
+        if r.body["input"].to_string().contains("dimension probe") {
+            flexstruct_testkit::embeddings_responder(r)
+        } else {
+            Reply::Slow {
+                delay: Duration::from_millis(400),
+                then: Box::new(flexstruct_testkit::embeddings_responder(r)),
+            }
+        }
+    });
+    let url = slow.base_url();
+    env[1] = ("FLEXSTRUCT_EMBED__BASE_URL", url.as_str());
+    env[3] = ("FLEXSTRUCT_EMBED__TIMEOUT_SECS", "10");
+    env.extend([
+        ("FLEXSTRUCT_EMBED__DEADLINE_SECS", "2"),
+        ("FLEXSTRUCT_EMBED__BATCH_SIZE", "1"),
+        ("FLEXSTRUCT_EMBED__MAX_CONCURRENCY", "1"),
+    ]);
+    let started = std::time::Instant::now();
+    let out = run_env("embed", &["--index", i, "--config", c, "--threads", "1"], &env);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(started.elapsed() < Duration::from_secs(25), "{:?}", started.elapsed());
+    let messages = query(&index, "SELECT DISTINCT message FROM failures WHERE stage = 'embed'");
+    assert!(
+        messages.iter().any(|m| m["message"].as_str().unwrap().contains("deadline of 2 s (embed.deadline_secs)")),
+        "{messages:?}"
+    );
+}
+
 fn count_parts(dir: &Path) -> usize {
     std::fs::read_dir(dir)
         .unwrap()

@@ -19,7 +19,7 @@ use flexstruct_stages::{ConfigArg, IndexArg, Outcome, ThreadsArg, exit, query_ov
 #[derive(Debug, Parser)]
 #[command(
     version,
-    after_help = "Examples:\n  flexstruct-query --index data/indexes/sample \"Who chairs the Velda Basin Authority?\"\n  \
+    after_help = "Examples:\n  flexstruct-query --index data/indexes/sample \"Under whose chairmanship did the talks on the Kestrel Valley Water Compact begin?\"\n  \
                   flexstruct-query --index IDX --questions q.jsonl --out answers.jsonl --mode chunks\n\
                   Settings not given as flags come from the [query] section of --config.\n\
                   Exit codes: 0 ok, 1 some questions failed (their lines say why; a rerun asks them again), 2 error."

@@ -357,6 +357,11 @@ pub struct IndexStatus {
     pub kb: merge::KbState,
     /// The failed units recorded in the surveyed buckets (and the ingest failures).
     pub failures: Vec<FailedUnit>,
+    /// Damaged files, each with what repairs it: parts of the per-document tables that cannot be
+    /// read (their buckets are marked to do), and the merged kb's vector files or approximate
+    /// indexes whose bytes do not match their checksum (queries go around them, slower; the next
+    /// merge rewrites them).
+    pub damaged: Vec<String>,
 }
 
 impl IndexStatus {
@@ -364,6 +369,7 @@ impl IndexStatus {
     /// `make index` would do nothing.
     pub fn complete(&self) -> bool {
         self.failures.is_empty()
+            && self.damaged.is_empty()
             && self.kb == merge::KbState::UpToDate
             && self.stages.iter().all(|s| s.up_to_date == self.buckets_with_documents && s.orphaned == 0)
     }
@@ -421,7 +427,7 @@ pub fn status(index: &Index, config: &Config, shard: Shard) -> Result<IndexStatu
         let path = index.bucket_path(Table::Documents, bucket);
         if path.is_file() {
             buckets_with_documents += 1;
-            documents += part_row_count(&path)?;
+            documents += ctx.unless_damaged(&path, || part_row_count(&path))?.unwrap_or(0);
         }
     }
     let mut stages = Vec::new();
@@ -461,6 +467,24 @@ pub fn status(index: &Index, config: &Config, shard: Shard) -> Result<IndexStatu
             });
         }
     }
+    let mut damaged: Vec<String> = survey
+        .damaged_parts()?
+        .into_iter()
+        .map(|(path, why)| {
+            let repair = if path.parent().and_then(|p| p.file_name()).is_some_and(|d| d == Table::Documents.dir()) {
+                "its documents cannot be read: move it aside and ingest the corpus again (`make index`); documents \
+                 the corpus no longer holds are lost unless the file is restored"
+            } else {
+                "the stage that writes it redoes its bucket (`make index`)"
+            };
+            format!("{why}: {repair}")
+        })
+        .collect();
+    // A kb that cannot be surveyed because of a damaged part is one a merge would refuse.
+    let kb = match damaged.is_empty() {
+        true => merge::survey(index, &config.embed.model)?,
+        false => merge::KbState::Incomplete(vec!["the damaged parts listed below must be repaired first".to_owned()]),
+    };
     let stage_rank = |name: &str| Stage::from_name(name).map_or(usize::MAX, |s| s as usize);
     failures
         .sort_by(|a, b| (stage_rank(&a.stage), &a.doc_id, &a.unit).cmp(&(stage_rank(&b.stage), &b.doc_id, &b.unit)));
@@ -471,7 +495,19 @@ pub fn status(index: &Index, config: &Config, shard: Shard) -> Result<IndexStatu
         documents,
         buckets_with_documents,
         stages,
-        kb: merge::survey(index, &config.embed.model)?,
+        damaged: {
+            if kb == merge::KbState::UpToDate {
+                let fingerprint = crate::io::parquet::one_merge_fingerprint(index)?;
+                let files = crate::io::ann::damaged_files(index, &config.embed.model, &fingerprint)?;
+                damaged.extend(
+                    files
+                        .into_iter()
+                        .map(|file| format!("{file}: queries go around it, slower; `make merge` rewrites it")),
+                );
+            }
+            damaged
+        },
+        kb,
         failures,
     })
 }

@@ -534,6 +534,7 @@ pub fn answers_schema() -> SchemaRef {
             Field::new("cited", DataType::List(Arc::new(Field::new_list_field(DataType::Int64, false))), false),
             i64_("trimmed"),
             Field::new("notes", DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, false))), true),
+            Field::new("rerank", DataType::Utf8, true),
         ]))
     });
     ANSWERS.clone()
@@ -572,6 +573,8 @@ pub fn eval_results_schema() -> SchemaRef {
             f64_("retrieval_ms"),
             f64_("embed_ms"),
             f64_("generation_ms"),
+            Field::new("rerank", DataType::Utf8, true),
+            Field::new("notes", DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, false))), true),
         ]))
     });
     RESULTS.clone()

@@ -16,7 +16,7 @@ use flexstruct_pipeline::query::context::Evidence;
 use flexstruct_pipeline::query::kb::Span;
 use flexstruct_pipeline::query::paths::StructureMatch;
 use flexstruct_pipeline::query::strategy::EntityMatch;
-use flexstruct_pipeline::query::{Answer, QueryConfig, Question};
+use flexstruct_pipeline::query::{Answer, QueryConfig, Question, Reranking};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -121,6 +121,10 @@ pub struct Retrieval {
     /// What retrieval had to say (a threshold no unit passed).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// What re-ranking did (`reranked`, `too_few`, `failed`), when a re-ranker was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub rerank: Option<Reranking>,
     /// Structure matching (`paths`).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
@@ -261,7 +265,8 @@ pub async fn retrieve(
         id: question.id,
         question: question.question,
         mode: config.mode,
-        variant: generation.engine.label(&config),
+        variant: found.label(&config),
+        rerank: found.rerank,
         context: found.context.render(),
         context_tokens: found.context.tokens,
         evidence: found.context.evidence,

@@ -278,7 +278,7 @@ pub async fn list(
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Json<DocumentPage>> {
     let served = server.index(&headers, Some(&index), Access::Read)?;
-    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let Query(query) = query.map_err(|e| crate::error::query_rejection(&e))?;
     let limit = query.limit.unwrap_or(100);
     if limit == 0 || limit > MAX_PAGE {
         return Err(ApiError::field("limit", format!("must be 1 to {MAX_PAGE}")));
@@ -386,7 +386,7 @@ pub async fn read(
     query: Result<Query<SpanQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Json<DocumentText>> {
     let served = server.index(&headers, Some(&index), Access::Read)?;
-    let Query(span) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let Query(span) = query.map_err(|e| crate::error::query_rejection(&e))?;
     let generation = served.generation();
     let Some(doc) = generation.document(&doc_id) else {
         let message = match served.jobs.open_job_of(&doc_id, Some(JobKind::Add)) {

@@ -171,6 +171,18 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     }
 }
 
+/// A query string that does not parse (`?start=x`), as a 400 naming its parameter.
+pub fn query_rejection(rejection: &axum::extract::rejection::QueryRejection) -> ApiError {
+    let text = rejection.body_text();
+    let detail = text.strip_prefix("Failed to deserialize query string: ").unwrap_or(&text);
+    match detail.split_once(": ") {
+        Some((field, why)) if !field.is_empty() && field.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
+            ApiError::field(field, format!("{why} (in the query string)"))
+        }
+        _ => ApiError::bad_request(format!("the query string: {detail}")),
+    }
+}
+
 /// `bytes` as a `T`, or a 400 naming the field that is wrong.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);

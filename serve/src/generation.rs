@@ -74,6 +74,9 @@ impl Generation {
     pub fn load(index: &Index, config: &Config, number: u64) -> Result<Generation> {
         let started = Instant::now();
         let engine = compose::open_engine(index, config)?;
+        for note in &engine.kb.notes {
+            crate::log(&format!("index {}: {note}", index.root().display()));
+        }
         let mut documents = Vec::new();
         for batch in read_table(index, Table::Documents)? {
             let ids = string_column(&batch, col::DOC_ID)?;

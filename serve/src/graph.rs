@@ -178,7 +178,7 @@ pub async fn entities(
     query: Result<Query<EntitySearch>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Json<Vec<EntityHit>>> {
     let generation = generation_of(&server, &headers, &index)?;
-    let Query(search) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let Query(search) = query.map_err(|e| crate::error::query_rejection(&e))?;
     let key = normalize(&search.q);
     if key.is_empty() {
         return Err(ApiError::field("q", "give a name, an alias or a part of one"));

@@ -303,6 +303,15 @@ impl Writer {
                     d.status = DocStatus::Processed;
                     d.stage = None;
                 }
+                // `done` says the job was applied, not that each document was: say how many were not.
+                let failed = job.documents.iter().filter(|d| d.status == DocStatus::Failed).count();
+                if failed > 0 {
+                    job.notes.push(format!(
+                        "{failed} of the {} documents failed (each one's message is in `documents`); the others \
+                         are served",
+                        job.documents.len()
+                    ));
+                }
             });
             self.jobs.remove_files(id);
         }

@@ -227,6 +227,18 @@ pub fn hint(error: &anyhow::Error) -> Option<String> {
                 Error::Schema(SchemaError::Version { .. }) => {
                     "the table was written by another version of flexstruct: rerun the stage that writes it (make <stage>)"
                 }
+                Error::Parquet { path, op, .. }
+                    if op.starts_with("reading")
+                        && path.parent().and_then(|p| p.file_name()).is_some_and(|d| d == Table::Documents.dir()) =>
+                {
+                    "this part's documents cannot be read: move it aside (it may be restored later) and ingest the \
+                     corpus again (`make index`) to read them anew; documents the corpus no longer holds are lost \
+                     unless the file is restored; `flexstruct-status` lists every damaged part"
+                }
+                Error::Parquet { op, .. } if op.starts_with("reading") => {
+                    "a damaged part: `make index` has the stage that writes it redo its bucket; `flexstruct-status` \
+                     lists every damaged part"
+                }
                 Error::StageFailed { .. } => "rerun to retry the failed units; `SELECT * FROM failures` lists them",
                 e if e.is_resources_exhausted() => {
                     "raise --memory-limit (MiB), or narrow the query (WHERE, LIMIT, fewer joins)"

@@ -57,6 +57,19 @@ pub fn calibrated_thresholds(model: &str) -> Thresholds {
 /// derived from the index").
 pub const DERIVED_PERCENTILE: f64 = 0.95;
 
+/// Fewer pairs than this (a kb of about 32 units of a kind or fewer) make a derived threshold a
+/// guess: the 95th percentile of a hundred cosines is the sixth highest, and a small corpus on one
+/// subject has units so alike that it cut every unit from the questions of its own users. Such a
+/// threshold is used only where it is below the model's default ([`usable_threshold`]).
+pub const MIN_DERIVED_PAIRS: usize = 1000;
+
+/// The threshold a query uses of one derived from `pairs` cosines (`derived`), given the model's
+/// default for the unit: the derived one, or, from fewer than [`MIN_DERIVED_PAIRS`] pairs, the
+/// lower of the two (a small kb is never searched more narrowly than the model's default).
+pub fn usable_threshold(derived: f32, pairs: usize, default: f32) -> f32 {
+    if pairs < MIN_DERIVED_PAIRS { derived.min(default) } else { derived }
+}
+
 /// Cosine above which two units are taken for copies of one text.
 const DUPLICATE: f32 = 0.999;
 

@@ -29,7 +29,7 @@ use self::judge::{GradeRequest, Judge};
 use self::metrics::{ContextText, doc_recall, doc_recall_at, exact_match, f1, label_scores, mean, percentile};
 use crate::core::{Error, Result};
 use crate::query::paths::Outcome;
-use crate::query::{Engine, Prepared, QueryConfig, Question, read_question_records};
+use crate::query::{Engine, Prepared, QueryConfig, Question, Reranking, read_question_records};
 
 /// One question of an evaluation set (`questions.jsonl` of `../qa/<set>/`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -140,6 +140,11 @@ pub struct Row {
     pub embed_ms: f64,
     /// Generation latency.
     pub generation_ms: f64,
+    /// What re-ranking did to the question's evidence, when a re-ranker was asked.
+    pub rerank: Option<Reranking>,
+    /// What the retrieval had to say (a threshold no unit passed, a re-ranking that failed).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Questions prepared once for every variant of one engine.
@@ -204,6 +209,8 @@ pub fn evaluate(
                 retrieval_ms: a.retrieval_ms,
                 embed_ms: a.embed_ms,
                 generation_ms: a.generation_ms,
+                rerank: a.rerank,
+                notes: a.notes.clone(),
             }
         })
         .collect())
@@ -253,6 +260,11 @@ pub struct Stats {
     pub retrieval_ms_p95: Option<f64>,
     /// Median of the question-embedding part of retrieval latency.
     pub embed_ms_p50: Option<f64>,
+    /// Questions whose evidence the re-ranker ordered (null when no re-ranker was asked).
+    pub n_reranked: Option<usize>,
+    /// Questions whose re-ranking failed: their evidence kept the strategy's own order (null
+    /// when no re-ranker was asked; their notes in the results say why).
+    pub n_rerank_failed: Option<usize>,
     /// The same per question type (absent inside a type).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub by_type: Option<BTreeMap<String, Stats>>,
@@ -297,8 +309,15 @@ pub fn stats(rows: &[&Row], by_type: bool) -> Stats {
         retrieval_ms_p50: round2(percentile(&latencies, 0.5)),
         retrieval_ms_p95: round2(percentile(&latencies, 0.95)),
         embed_ms_p50: round2(percentile(&rows.iter().map(|r| r.embed_ms).collect::<Vec<_>>(), 0.5)),
+        n_reranked: count_rerank(rows, Reranking::Reranked),
+        n_rerank_failed: count_rerank(rows, Reranking::Failed),
         by_type: types,
     }
+}
+
+/// Rows whose re-ranking ended as `outcome`, when any row asked a re-ranker.
+fn count_rerank(rows: &[&Row], outcome: Reranking) -> Option<usize> {
+    rows.iter().any(|r| r.rerank.is_some()).then(|| rows.iter().filter(|r| r.rerank == Some(outcome)).count())
 }
 
 /// The summary of every variant, in the order given.
@@ -345,6 +364,8 @@ mod tests {
             retrieval_ms: ms,
             embed_ms: 0.0,
             generation_ms: 0.0,
+            rerank: None,
+            notes: Vec::new(),
         }
     }
 
@@ -383,5 +404,14 @@ mod tests {
             .unwrap();
         let qa = read_qa(&path).unwrap();
         assert_eq!((qa[0].answers.clone(), qa[0].kind.clone(), qa[0].doc_ids.len()), (vec!["X".to_owned()], None, 1));
+        // A byte-order mark before the first line is not JSON, and not an error; later, it is.
+        std::fs::write(&path, "\u{feff}{\"id\": \"a\", \"question\": \"Who?\"}\n").unwrap();
+        assert_eq!(read_qa(&path).unwrap()[0].question, "Who?");
+        std::fs::write(
+            &path,
+            "{\"id\": \"a\", \"question\": \"Who?\"}\n\u{feff}{\"id\": \"b\", \"question\": \"Why?\"}\n",
+        )
+        .unwrap();
+        assert!(read_qa(&path).unwrap_err().to_string().contains("q.jsonl:2"));
     }
 }

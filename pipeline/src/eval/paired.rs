@@ -146,6 +146,8 @@ mod tests {
             retrieval_ms: 0.0,
             embed_ms: 0.0,
             generation_ms: 0.0,
+            rerank: None,
+            notes: Vec::new(),
         }
     }
 

@@ -31,6 +31,13 @@ pub fn summary_table(summary: &[(String, Stats)]) -> String {
          |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for (name, st) in summary {
+        // A variant is labelled re-ranked only for the questions that were.
+        let name = match (st.n_reranked, st.n_rerank_failed) {
+            (Some(_), Some(0)) => format!("{name} +rerank"),
+            (Some(0), Some(failed)) => format!("{name} (re-ranking failed for all {failed})"),
+            (Some(done), Some(failed)) => format!("{name} (+rerank for {done}; failed for {failed})"),
+            _ => name.clone(),
+        };
         let _ = writeln!(
             s,
             "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",

@@ -18,7 +18,7 @@ use crate::core::{Error, Result};
 use crate::io::Index;
 use crate::io::calls::append_calls;
 use crate::io::sql::OutputFormat;
-use crate::query::{Engine, Mode, Prepared, QueryConfig};
+use crate::query::{Engine, Mode, Prepared, QueryConfig, Reranking};
 
 /// Hears what an evaluation is doing (the binary prints it).
 pub trait Observer {
@@ -178,14 +178,17 @@ impl Bench {
                 format!("query entities: {}; answers: {}; GE judge: {judge}", entities.label(), answers.label()),
                 match self.engine.reranker() {
                     Some(service) if setup.config.query.rerank_candidates > 0 => format!(
-                        "every strategy's first {} pieces re-ranked by {service}",
+                        "re-ranker {service}, asked to order every strategy's first {} pieces",
                         setup.config.query.rerank_candidates
                     ),
                     _ => "no re-ranking".to_owned(),
                 },
                 budget,
                 format!("kb loaded in {:.2} s", self.engine.load_seconds),
-            ],
+            ]
+            .into_iter()
+            .chain(self.engine.kb.notes.iter().map(|note| format!("kb load: {note}")))
+            .collect(),
         }
     }
 }
@@ -212,7 +215,7 @@ pub fn compare(
     equal_budget: bool,
     out: &Path,
     observer: &dyn Observer,
-) -> Result<PathBuf> {
+) -> Result<Written> {
     let bench = Bench::open(&setup.index, &setup.config)?;
     let base = &setup.config.query;
     let mut variants: Vec<Variant> = modes
@@ -247,7 +250,7 @@ pub fn compare(
 
 /// The paper's ablation table: our default, the paper's module rows on the index itself, and
 /// w/o SW on a sibling index rebuilt from extraction with the sliding window off.
-pub fn ablate(setup: &Setup, out: &Path, observer: &dyn Observer) -> Result<PathBuf> {
+pub fn ablate(setup: &Setup, out: &Path, observer: &dyn Observer) -> Result<Written> {
     let bench = Bench::open(&setup.index, &setup.config)?;
     let base = QueryConfig { mode: Mode::Hybrid, ..setup.config.query.clone() };
     let variants = runs::ablation_variants(&base);
@@ -288,7 +291,7 @@ pub fn sweep(
     values: &[usize],
     out: &Path,
     observer: &dyn Observer,
-) -> Result<PathBuf> {
+) -> Result<Written> {
     let values = if values.is_empty() { param.default_values() } else { values.to_vec() };
     let base = Bench::open(&setup.index, &setup.config)?;
     let mut rows = Vec::new();
@@ -382,6 +385,41 @@ fn as_refs(v: &[(String, Vec<Option<f64>>)]) -> Vec<(&str, Vec<Option<f64>>)> {
     v.iter().map(|(n, ys)| (n.as_str(), ys.clone())).collect()
 }
 
+/// What an evaluation wrote, and what of it did not go as configured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Written {
+    /// The report (`report.md`; the results, summary and charts beside it).
+    pub report: PathBuf,
+    /// Questions (over every variant) whose evidence a re-ranker was asked to order.
+    pub rerank_asked: usize,
+    /// Those whose re-ranking failed: they kept the strategy's own order, and say so.
+    pub rerank_failed: usize,
+    /// Why the first of them failed.
+    pub rerank_failure: Option<String>,
+}
+
+impl Written {
+    fn of(report: PathBuf, rows: &[Row]) -> Written {
+        let asked = rows.iter().filter(|r| matches!(r.rerank, Some(Reranking::Reranked | Reranking::Failed)));
+        let failed: Vec<&Row> = rows.iter().filter(|r| r.rerank == Some(Reranking::Failed)).collect();
+        let rerank_failure = failed.iter().flat_map(|r| &r.notes).find(|n| n.starts_with("rerank: ")).cloned();
+        Written { report, rerank_asked: asked.count(), rerank_failed: failed.len(), rerank_failure }
+    }
+
+    /// The header line that says what re-ranking did, when it was asked.
+    fn rerank_line(&self) -> Option<String> {
+        match (self.rerank_asked, self.rerank_failed) {
+            (0, _) => None,
+            (_, 0) => Some(format!("re-ranking worked for all {} questions it was asked for", self.rerank_asked)),
+            (asked, failed) => Some(format!(
+                "re-ranking FAILED for {failed} of the {asked} questions it was asked for: those keep the \
+                 strategy's own order and are not labelled +rerank ({})",
+                self.rerank_failure.as_deref().unwrap_or("see the notes in results.jsonl")
+            )),
+        }
+    }
+}
+
 /// Summary, charts and report of an evaluation.
 fn finish(
     out: &Path,
@@ -391,12 +429,16 @@ fn finish(
     extra: &str,
     mut charts: Vec<(String, String)>,
     title: &str,
-) -> Result<PathBuf> {
+) -> Result<Written> {
     let summary = super::summarise(rows, labels);
     std::fs::create_dir_all(out).map_err(Error::io("creating the output folder", out))?;
     let mut all = report::comparison_charts(out, title, &summary)?;
     all.append(&mut charts);
-    report::write(out, header, rows, &summary, extra, &all)
+    let mut written = Written::of(PathBuf::new(), rows);
+    let mut header = header.clone();
+    header.settings.extend(written.rerank_line());
+    written.report = report::write(out, &header, rows, &summary, extra, &all)?;
+    Ok(written)
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Index;
 use super::files::write_file_atomic;
-use super::kb::{VECTOR_TABLES, current_vector_rows, current_vectors};
+use super::kb::{VECTOR_TABLES, current_vector_rows, current_vectors, damaged_vector_file};
 use crate::core::{Error, Result};
 
 /// First line of an approximate index file.
@@ -79,6 +79,25 @@ struct AnnHeader {
     rows: u64,
     dim: u64,
     lists: u64,
+    /// CRC-32 of the bytes after the header (none: an older file, rebuilt by the next merge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    crc32: Option<u32>,
+}
+
+/// What reading an approximate index gave.
+#[derive(Debug)]
+pub enum AnnRead {
+    /// The index.
+    Read(Ivf),
+    /// There is none of this kb, model and size (the table is scanned exactly).
+    NotCurrent,
+    /// It is of this kb, but its bytes are not the ones it was written with: what is wrong.
+    Damaged(String),
+}
+
+/// CRC-32 of `bytes`.
+fn crc32(bytes: &[u8]) -> u32 {
+    crc32fast::hash(bytes)
 }
 
 /// The header of `table`'s index file and the bytes after it (None: no index file of this
@@ -109,12 +128,25 @@ fn read_file(index: &Index, table: Table) -> Result<Option<(AnnHeader, Vec<u8>)>
     Ok((words == Some(body.len() as u64)).then(|| (header, body.to_vec())))
 }
 
+/// Whether `header` is of `table`'s `rows` vectors of `model` in kb `kb`, with a checksum.
+fn is_current(header: &AnnHeader, table: Table, model: &str, kb: &str, rows: usize) -> bool {
+    header.crc32.is_some()
+        && header.table == table.dir()
+        && header.model == model
+        && header.kb == kb
+        && header.rows == rows as u64
+}
+
 /// `table`'s approximate index, when its file is current: built from `rows` vectors of
-/// `model` of kb `kb`. A current file that does not hold together is an error naming it.
-pub fn read_ann(index: &Index, table: Table, model: &str, kb: &str, rows: usize) -> Result<Option<Ivf>> {
-    let Some((header, body)) = read_file(index, table)? else { return Ok(None) };
-    if header.table != table.dir() || header.model != model || header.kb != kb || header.rows != rows as u64 {
-        return Ok(None);
+/// `model` of kb `kb`, and whole (its checksum matches). A whole file that does not hold
+/// together is an error naming it.
+pub fn read_ann(index: &Index, table: Table, model: &str, kb: &str, rows: usize) -> Result<AnnRead> {
+    let Some((header, body)) = read_file(index, table)? else { return Ok(AnnRead::NotCurrent) };
+    if !is_current(&header, table, model, kb, rows) {
+        return Ok(AnnRead::NotCurrent);
+    }
+    if let Some(problem) = damage(index, table, &header, &body) {
+        return Ok(AnnRead::Damaged(problem));
     }
     let (lists, dim) = (header.lists as usize, header.dim as usize);
     let mut centroids = vec![0f32; lists * dim];
@@ -122,9 +154,43 @@ pub fn read_ann(index: &Index, table: Table, model: &str, kb: &str, rows: usize)
     flexstruct_scan::le::read_f32_le(centroid_bytes, &mut centroids);
     let (offset_bytes, member_bytes) = rest.split_at(4 * (lists + 1));
     let (offsets, members) = (flexstruct_scan::le::u32s_le(offset_bytes), flexstruct_scan::le::u32s_le(member_bytes));
-    Ivf::from_parts(dim, rows, centroids, offsets, members).map(Some).map_err(|problem| {
+    Ivf::from_parts(dim, rows, centroids, offsets, members).map(AnnRead::Read).map_err(|problem| {
         Error::Internal(format!("{}: not a usable approximate index: {problem}", ann_file(index, table).display()))
     })
+}
+
+/// What is wrong with an index file whose body does not match its header's checksum.
+fn damage(index: &Index, table: Table, header: &AnnHeader, body: &[u8]) -> Option<String> {
+    let sum = crc32(body);
+    (Some(sum) != header.crc32).then(|| {
+        format!(
+            "{} is damaged (its CRC-32 is {sum:08x}, not the one it was written with)",
+            ann_file(index, table).display()
+        )
+    })
+}
+
+/// What is wrong with `table`'s approximate index, when it is of `rows` vectors of `model` in
+/// kb `kb` but damaged (None: whole, absent, or of another kb, which the next merge replaces).
+pub fn damaged_ann_file(index: &Index, table: Table, model: &str, kb: &str, rows: usize) -> Result<Option<String>> {
+    Ok(match read_file(index, table)? {
+        Some((header, body)) if is_current(&header, table, model, kb, rows) => damage(index, table, &header, &body),
+        _ => None,
+    })
+}
+
+/// What is damaged among the vector files and approximate indexes of kb `kb` with `model`'s
+/// vectors (files of another kb are not looked at: the next merge replaces them anyway). Reads
+/// every such file whole.
+pub fn damaged_files(index: &Index, model: &str, kb: &str) -> Result<Vec<String>> {
+    let mut damaged = Vec::new();
+    for table in VECTOR_TABLES {
+        damaged.extend(damaged_vector_file(index, table, model, kb)?);
+        if let Some(rows) = current_vector_rows(index, table, model, kb)? {
+            damaged.extend(damaged_ann_file(index, table, model, kb, rows)?);
+        }
+    }
+    Ok(damaged)
 }
 
 /// Builds and writes the approximate index of every kb table with vectors that `config` says
@@ -138,8 +204,12 @@ pub fn write_ann_files(index: &Index, model: &str, kb: &str, config: &AnnConfig)
             continue;
         };
         let lists = config.lists_for(rows);
-        let found = read_file(index, table)?.map(|(header, _)| header);
-        if found.is_some_and(|h| h.model == model && h.kb == kb && h.rows == rows as u64 && h.lists == lists as u64) {
+        let found = read_file(index, table)?;
+        if found.is_some_and(|(h, body)| {
+            is_current(&h, table, model, kb, rows)
+                && h.lists == lists as u64
+                && damage(index, table, &h, &body).is_none()
+        }) {
             continue;
         }
         let Some((dim, values)) = current_vectors(index, table, (model, kb), rows)? else { continue };
@@ -151,12 +221,16 @@ pub fn write_ann_files(index: &Index, model: &str, kb: &str, config: &AnnConfig)
             rows: rows as u64,
             dim: dim as u64,
             lists: ivf.lists() as u64,
+            crc32: None,
         };
+        let mut body = Vec::new();
+        flexstruct_scan::le::extend_f32_le(&mut body, ivf.centroids());
+        flexstruct_scan::le::extend_u32_le(&mut body, ivf.offsets());
+        flexstruct_scan::le::extend_u32_le(&mut body, ivf.members());
+        let header = AnnHeader { crc32: Some(crc32(&body)), ..header };
         let json = serde_json::to_string(&header).map_err(|e| Error::Internal(e.to_string()))?;
         let mut bytes = format!("{MAGIC}\n{json}\n").into_bytes();
-        flexstruct_scan::le::extend_f32_le(&mut bytes, ivf.centroids());
-        flexstruct_scan::le::extend_u32_le(&mut bytes, ivf.offsets());
-        flexstruct_scan::le::extend_u32_le(&mut bytes, ivf.members());
+        bytes.append(&mut body);
         write_file_atomic(&path, &bytes)?;
         written.push(table);
     }
@@ -188,39 +262,48 @@ mod tests {
         let config = AnnConfig { min_rows: 40, lists: 4, probes: 1 };
         assert_eq!(write_ann_files(&index, "m", "kb-1", &config).unwrap(), [table]);
         assert!(write_ann_files(&index, "m", "kb-1", &config).unwrap().is_empty(), "a current index is kept");
-        let ivf = read_ann(&index, table, "m", "kb-1", 40).unwrap().unwrap();
+        let read = |kb: &str, rows: usize, model: &str| read_ann(&index, table, model, kb, rows).unwrap();
+        let AnnRead::Read(ivf) = read("kb-1", 40, "m") else { panic!("not read") };
         assert_eq!((ivf.lists(), ivf.rows(), ivf.dim()), (4, 40, 2));
         // Of another kb, model or size, it is not read.
-        assert!(read_ann(&index, table, "m", "kb-2", 40).unwrap().is_none());
-        assert!(read_ann(&index, table, "other", "kb-1", 40).unwrap().is_none());
-        assert!(read_ann(&index, table, "m", "kb-1", 39).unwrap().is_none());
+        assert!(matches!(read("kb-2", 40, "m"), AnnRead::NotCurrent));
+        assert!(matches!(read("kb-1", 40, "other"), AnnRead::NotCurrent));
+        assert!(matches!(read("kb-1", 39, "m"), AnnRead::NotCurrent));
         // Another list count rebuilds it.
         let more = AnnConfig { lists: 5, ..config };
         assert_eq!(write_ann_files(&index, "m", "kb-1", &more).unwrap(), [table]);
-        assert_eq!(read_ann(&index, table, "m", "kb-1", 40).unwrap().unwrap().lists(), 5);
+        assert!(matches!(read("kb-1", 40, "m"), AnnRead::Read(ivf) if ivf.lists() == 5));
         // Cut short: not read, and rebuilt.
         let path = ann_file(&index, table);
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..bytes.len() - 4]).unwrap();
-        assert!(read_ann(&index, table, "m", "kb-1", 40).unwrap().is_none());
+        assert!(matches!(read("kb-1", 40, "m"), AnnRead::NotCurrent));
         assert_eq!(write_ann_files(&index, "m", "kb-1", &more).unwrap(), [table]);
-        // Whole but inconsistent (a row listed twice): an error naming the file.
-        let mut bytes = std::fs::read(&path).unwrap();
-        let end = bytes.len();
-        let first = bytes[end - 160..end - 156].to_vec();
-        bytes[end - 4..].copy_from_slice(&first);
-        std::fs::write(&path, &bytes).unwrap();
-        let err = read_ann(&index, table, "m", "kb-1", 40).unwrap_err().to_string();
-        assert!(err.contains("vectors.ivf") && err.contains("two lists"), "{err}");
+        // Whole in length but damaged (a centroid's float made NaN, a row listed twice): not
+        // used, named, and rebuilt by the merge.
+        let whole = std::fs::read(&path).unwrap();
+        let body_at = whole.splitn(3, |&b| b == b'\n').take(2).map(|line| line.len() + 1).sum::<usize>();
+        let twice = whole[whole.len() - 160..whole.len() - 156].to_vec();
+        for (at, with) in [(whole.len() - 4, twice), (body_at, f32::NAN.to_le_bytes().to_vec())] {
+            let mut bytes = whole.clone();
+            bytes[at..at + 4].copy_from_slice(&with);
+            std::fs::write(&path, &bytes).unwrap();
+            let AnnRead::Damaged(problem) = read("kb-1", 40, "m") else { panic!("damage not seen") };
+            assert!(problem.contains("vectors.ivf is damaged"), "{problem}");
+            assert_eq!(damaged_ann_file(&index, table, "m", "kb-1", 40).unwrap(), Some(problem));
+            assert_eq!(write_ann_files(&index, "m", "kb-1", &more).unwrap(), [table]);
+            assert_eq!(std::fs::read(&path).unwrap(), whole);
+            assert_eq!(damaged_ann_file(&index, table, "m", "kb-1", 40).unwrap(), None);
+        }
         // A header whose sizes overflow when multiplied: not read, never a panic.
-        let mut lines = bytes.splitn(3, |&b| b == b'\n');
+        let mut lines = whole.splitn(3, |&b| b == b'\n');
         let (magic, json) = (lines.next().unwrap(), lines.next().unwrap());
         let mut header: AnnHeader = serde_json::from_slice(json).unwrap();
         (header.lists, header.dim) = (u64::MAX / 2, 3);
         let mut damaged = [magic, b"\n", serde_json::to_string(&header).unwrap().as_bytes(), b"\n"].concat();
         damaged.extend_from_slice(lines.next().unwrap());
         std::fs::write(&path, &damaged).unwrap();
-        assert!(read_ann(&index, table, "m", "kb-1", 40).unwrap().is_none());
+        assert!(matches!(read("kb-1", 40, "m"), AnnRead::NotCurrent));
         assert!(AnnConfig { probes: 0, ..config }.validate().is_err());
     }
 }

@@ -35,7 +35,9 @@ pub struct CallRecord {
     pub latency_ms: u64,
     /// Answered from the cache.
     pub cached: bool,
-    /// `ok`, `http_<status>`, `timeout`, `connection`, `bad_response`.
+    /// `ok`, `http_<status>`, `timeout`, `connection`, `bad_response` (a body that could not be read,
+    /// retried), `refused` (a readable answer that does not answer the request, e.g. a re-ranker
+    /// that left a document unscored: not retried, not cached), `length` (cut at `max_tokens`).
     pub status: String,
 }
 

@@ -217,27 +217,46 @@ impl fmt::Display for Shard {
 impl Shard {
     /// The shard of the job this runs in, from the scheduler's environment: a Slurm array task
     /// (`SLURM_ARRAY_TASK_ID` of `SLURM_ARRAY_TASK_COUNT`, ids counted from
-    /// `SLURM_ARRAY_TASK_MIN`), else, when `count` is given, a Kubernetes Indexed Job
-    /// (`JOB_COMPLETION_INDEX`).
+    /// `SLURM_ARRAY_TASK_MIN` in steps of `SLURM_ARRAY_TASK_STEP`: the tasks of `--array=0-6:2`
+    /// are shards 0 to 3 of 4), else, when `count` is given, a Kubernetes Indexed Job
+    /// (`JOB_COMPLETION_INDEX`). A variable that is set must be a whole number: a typo is named,
+    /// never taken for its absence.
     pub fn from_scheduler(count: Option<u32>, env: impl Fn(&str) -> Option<String>) -> Result<Shard, String> {
-        let number = |name: &str| env(name).and_then(|v| v.trim().parse::<u32>().ok());
-        let (index, n) = if let Some(id) = number("SLURM_ARRAY_TASK_ID") {
-            let min = number("SLURM_ARRAY_TASK_MIN").unwrap_or(0);
-            let n = count
-                .or_else(|| number("SLURM_ARRAY_TASK_COUNT"))
-                .or_else(|| number("SLURM_ARRAY_TASK_MAX").map(|max| max.saturating_sub(min) + 1));
-            (id.checked_sub(min), n)
-        } else if let Some(index) = number("JOB_COMPLETION_INDEX") {
-            (Some(index), count)
+        let number = |name: &str| -> Result<Option<u32>, String> {
+            match env(name) {
+                None => Ok(None),
+                Some(v) => v
+                    .trim()
+                    .parse::<u32>()
+                    .map(Some)
+                    .map_err(|_| format!("--shard auto: {name}=`{v}` is not a whole number")),
+            }
+        };
+        let (index, n) = if let Some(id) = number("SLURM_ARRAY_TASK_ID")? {
+            let min = number("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
+            let step = number("SLURM_ARRAY_TASK_STEP")?.unwrap_or(1).max(1);
+            let offset = id
+                .checked_sub(min)
+                .ok_or_else(|| format!("--shard auto: SLURM_ARRAY_TASK_ID {id} is below SLURM_ARRAY_TASK_MIN {min}"))?;
+            if offset % step != 0 {
+                return Err(format!("--shard auto: task {id} is not one of the array's ({min}, {min}+{step}, …)"));
+            }
+            let n = match (count, number("SLURM_ARRAY_TASK_COUNT")?, number("SLURM_ARRAY_TASK_MAX")?) {
+                (Some(n), _, _) | (None, Some(n), _) => Some(n),
+                (None, None, max) => max.map(|max| max.saturating_sub(min) / step + 1),
+            };
+            (offset / step, n)
+        } else if let Some(index) = number("JOB_COMPLETION_INDEX")? {
+            (index, count)
         } else {
             return Err("--shard auto: not in a Slurm array task (SLURM_ARRAY_TASK_ID) nor a Kubernetes Indexed \
                         Job (JOB_COMPLETION_INDEX)"
                 .into());
         };
-        match (index, n) {
-            (Some(index), Some(count)) if index < count => Ok(Shard { index, count }),
-            (_, None) => Err("--shard auto: the shard count is unknown; give it as auto/N".into()),
-            (index, Some(count)) => Err(format!("--shard auto: task {index:?} is not below the shard count {count}")),
+        match n {
+            None => Err("--shard auto: the shard count is unknown; give it as auto/N".into()),
+            Some(count) if index < count => Ok(Shard { index, count }),
+            Some(count) => Err(format!("--shard auto: task {index} is not below the shard count {count}")),
         }
     }
 }
@@ -307,7 +326,28 @@ mod tests {
         assert_eq!(Shard::from_scheduler(Some(8), k8s), Ok(Shard { index: 2, count: 8 }));
         assert!(Shard::from_scheduler(None, k8s).unwrap_err().contains("auto/N"));
         assert!(Shard::from_scheduler(None, env(&[])).unwrap_err().contains("not in a Slurm array task"));
-        assert!(Shard::from_scheduler(Some(2), env(&[("JOB_COMPLETION_INDEX", "5")])).is_err());
+        let beyond = Shard::from_scheduler(Some(2), env(&[("JOB_COMPLETION_INDEX", "5")])).unwrap_err();
+        assert_eq!(beyond, "--shard auto: task 5 is not below the shard count 2");
+        // A stepped array (--array=0-6:2): tasks 0, 2, 4, 6 are shards 0 to 3 of 4.
+        for (id, shard) in [("0", 0), ("2", 1), ("4", 2), ("6", 3)] {
+            let vars = [("SLURM_ARRAY_TASK_ID", id), ("SLURM_ARRAY_TASK_MIN", "0"), ("SLURM_ARRAY_TASK_MAX", "6")];
+            let stepped = |name: &str| {
+                vars.iter()
+                    .chain(&[("SLURM_ARRAY_TASK_STEP", "2")])
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| (*v).to_owned())
+            };
+            assert_eq!(Shard::from_scheduler(None, stepped), Ok(Shard { index: shard, count: 4 }), "task {id}");
+        }
+        // Set but not a number: named, not taken for unset.
+        let typo = Shard::from_scheduler(None, env(&[("SLURM_ARRAY_TASK_ID", "3x")])).unwrap_err();
+        assert_eq!(typo, "--shard auto: SLURM_ARRAY_TASK_ID=`3x` is not a whole number");
+        let min =
+            env(&[("SLURM_ARRAY_TASK_ID", "3"), ("SLURM_ARRAY_TASK_MIN", "abc"), ("SLURM_ARRAY_TASK_COUNT", "4")]);
+        assert!(Shard::from_scheduler(None, min).unwrap_err().contains("SLURM_ARRAY_TASK_MIN=`abc`"));
+        let below =
+            env(&[("SLURM_ARRAY_TASK_ID", "0"), ("SLURM_ARRAY_TASK_MIN", "1"), ("SLURM_ARRAY_TASK_COUNT", "4")]);
+        assert!(Shard::from_scheduler(None, below).unwrap_err().contains("is below SLURM_ARRAY_TASK_MIN 1"));
         assert!("auto/0".parse::<Shard>().is_err() && "autox".parse::<Shard>().is_err());
     }
 

@@ -57,6 +57,10 @@ pub struct VectorHeader {
     pub rows: u64,
     /// Floats per row.
     pub dim: u64,
+    /// CRC-32 of the floats: a file whose body does not match is damaged, not data (a file
+    /// without one is of an older format, and rewritten by the next merge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crc32: Option<u32>,
 }
 
 /// How a reader holds the kb's vectors in memory.
@@ -106,6 +110,9 @@ pub struct KbTable {
     pub dim: usize,
     /// rows × dim floats.
     pub vectors: Floats,
+    /// What the read found wrong and went around: a damaged vector file, whose vectors were
+    /// decoded from the Parquet parts instead.
+    pub note: Option<String>,
 }
 
 /// The sort keys of the kb's rows in the order one merge of the whole index writes them (by
@@ -281,14 +288,19 @@ pub fn read_kb_table(
         .collect();
     let read: Vec<RecordBatch> = read.into_iter().flatten().collect();
     let Some(first) = read.first() else {
-        return Ok(KbTable { batch: RecordBatch::new_empty(schema), dim: 0, vectors: Floats::F32(Vec::new()) });
+        return Ok(KbTable {
+            batch: RecordBatch::new_empty(schema),
+            dim: 0,
+            vectors: Floats::F32(Vec::new()),
+            note: None,
+        });
     };
     let batch = arrow::compute::concat_batches(&first.schema(), &read)?;
     drop(read);
     let order = merge_order(table, &batch, &firsts)?;
     let batch = arrow::compute::take_record_batch(&batch, &order)?;
     if !with_vectors {
-        return Ok(KbTable { batch, dim: 0, vectors: Floats::F32(Vec::new()) });
+        return Ok(KbTable { batch, dim: 0, vectors: Floats::F32(Vec::new()), note: None });
     }
     let models = string_column(&batch, col::MODEL)?;
     if let Some(other) = models.iter().flatten().find(|m| *m != model) {
@@ -299,18 +311,27 @@ pub fn read_kb_table(
         };
         return Err(Error::index(index.root(), problem));
     }
+    let mut note = None;
     if let Some(kb) = kb
         && models.null_count() == 0
-        && let Some((dim, vectors)) = read_vector_file(index, table, (model, precision), kb, batch.num_rows())?
     {
-        return Ok(KbTable { batch, dim, vectors });
+        match read_vector_file(index, table, (model, precision), kb, batch.num_rows())? {
+            VectorRead::Read(dim, vectors) => return Ok(KbTable { batch, dim, vectors, note }),
+            VectorRead::NotCurrent => {}
+            VectorRead::Damaged(problem) => {
+                note = Some(format!(
+                    "{problem}: its vectors were decoded from the Parquet parts instead (slower); the next merge \
+                     (make index, or flexstruct-merge) rewrites it"
+                ));
+            }
+        }
     }
     let (dim, vectors) = decode_vectors(index, table, model, (&parts, &firsts), &order, |i| models.is_valid(i))?;
     let vectors = match precision {
         Precision::F32 => Floats::F32(vectors),
         Precision::F16 => Floats::F16(vectors.par_chunks(BLOCK_FLOATS).flat_map_iter(narrow).collect()),
     };
-    Ok(KbTable { batch, dim, vectors })
+    Ok(KbTable { batch, dim, vectors, note })
 }
 
 /// The Parquet vectors of `parts` (with each part's first row as read), copied to the places
@@ -372,7 +393,8 @@ impl Found {
     /// whole (a file cut short is not current: the merge rewrites it, a reader decodes Parquet).
     fn current(&self, table: Table, model: &str, kb: &str) -> bool {
         let Found { header, start, length } = self;
-        header.table == table.dir()
+        header.crc32.is_some()
+            && header.table == table.dir()
             && header.model == model
             && header.kb == kb
             && (header.dim > 0 || header.rows == 0)
@@ -411,50 +433,115 @@ fn narrow(values: &[f32]) -> Vec<f16> {
     out
 }
 
+/// What reading a vector file gave.
+enum VectorRead {
+    /// Its width and vectors.
+    Read(usize, Floats),
+    /// There is none of this kb, model and shape (not an error: the Parquet parts are read).
+    NotCurrent,
+    /// It is of this kb, but its floats are not the ones it was written with: what is wrong.
+    Damaged(String),
+}
+
+/// The damage of a vector file whose floats sum to `found` instead of its header's checksum.
+fn damaged(path: &Path, found: u32) -> String {
+    format!("{} is damaged (its floats' CRC-32 is {found:08x}, not the one it was written with)", path.display())
+}
+
 /// The vectors of `table`'s vector file at `precision`, when it holds `rows` vectors of `model`
-/// taken from kb `kb` (None otherwise: the caller decodes Parquet). Blocks are read and
-/// converted in parallel.
+/// taken from kb `kb` and its floats are whole. Blocks are read, checked and converted in
+/// parallel.
 fn read_vector_file(
     index: &Index,
     table: Table,
     (model, precision): (&str, Precision),
     kb: &str,
     rows: usize,
-) -> Result<Option<(usize, Floats)>> {
+) -> Result<VectorRead> {
     let path = vector_file(index, table);
     let Some(found) = read_header(&path)?.filter(|f| f.current(table, model, kb) && f.header.rows == rows as u64)
     else {
-        return Ok(None);
+        return Ok(VectorRead::NotCurrent);
     };
     let (dim, start) = (found.header.dim as usize, found.start);
     let floats = rows * dim;
     let file = File::open(&path).map_err(Error::io("opening the vector file", &path))?;
-    // Block `block`'s floats, as many as `into` holds.
+    // Block `block`'s floats, as many as `into` holds, and the sum of their bytes.
     let read = |block: usize, into: &mut [f32]| {
         let mut bytes = vec![0u8; 4 * into.len()];
         let at = start + 4 * (block * BLOCK_FLOATS) as u64;
         file.read_exact_at(&mut bytes, at).map_err(Error::io("reading the vector file", &path))?;
+        let mut sum = crc32fast::Hasher::new();
+        sum.update(&bytes);
         flexstruct_scan::le::read_f32_le(&bytes, into);
-        Ok::<_, Error>(())
+        Ok::<_, Error>(sum)
     };
-    let vectors = match precision {
+    let (vectors, sums): (Floats, Vec<crc32fast::Hasher>) = match precision {
         Precision::F32 => {
             let mut values = vec![0f32; floats];
-            values.par_chunks_mut(BLOCK_FLOATS).enumerate().try_for_each(|(block, values)| read(block, values))?;
-            Floats::F32(values)
+            let sums = values
+                .par_chunks_mut(BLOCK_FLOATS)
+                .enumerate()
+                .map(|(block, values)| read(block, values))
+                .collect::<Result<_>>()?;
+            (Floats::F32(values), sums)
         }
         Precision::F16 => {
             let mut values = vec![f16::ZERO; floats];
-            values.par_chunks_mut(BLOCK_FLOATS).enumerate().try_for_each(|(block, values)| {
-                let mut wide = vec![0f32; values.len()];
-                read(block, &mut wide)?;
-                values.convert_from_f32_slice(&wide);
-                Ok::<_, Error>(())
-            })?;
-            Floats::F16(values)
+            let sums = values
+                .par_chunks_mut(BLOCK_FLOATS)
+                .enumerate()
+                .map(|(block, values)| {
+                    let mut wide = vec![0f32; values.len()];
+                    let sum = read(block, &mut wide)?;
+                    values.convert_from_f32_slice(&wide);
+                    Ok::<_, Error>(sum)
+                })
+                .collect::<Result<_>>()?;
+            (Floats::F16(values), sums)
         }
     };
-    Ok(Some((dim, vectors)))
+    let sum = combined(sums);
+    if Some(sum) != found.header.crc32 {
+        return Ok(VectorRead::Damaged(damaged(&path, sum)));
+    }
+    Ok(VectorRead::Read(dim, vectors))
+}
+
+/// The CRC-32 of blocks summed apart, in order.
+fn combined(sums: Vec<crc32fast::Hasher>) -> u32 {
+    let mut total = crc32fast::Hasher::new();
+    for sum in &sums {
+        total.combine(sum);
+    }
+    total.finalize()
+}
+
+/// The CRC-32 of the floats of the vector file at `path` whose floats start at `start`
+/// (streamed; the whole file is never in memory).
+fn body_crc(path: &Path, start: u64) -> Result<u32> {
+    let mut file = File::open(path).map_err(Error::io("opening the vector file", path))?;
+    std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(start))
+        .map_err(Error::io("reading the vector file", path))?;
+    let mut sum = crc32fast::Hasher::new();
+    let mut block = vec![0u8; 4 * BLOCK_FLOATS];
+    loop {
+        let n = file.read(&mut block).map_err(Error::io("reading the vector file", path))?;
+        if n == 0 {
+            return Ok(sum.finalize());
+        }
+        sum.update(&block[..n]);
+    }
+}
+
+/// What is wrong with `table`'s vector file, when it is of kb `kb` and `model` but its floats
+/// are not the ones it was written with (None: whole, absent, or of another kb, which the next
+/// merge replaces anyway). Reads the whole file: what `flexstruct-status` asks.
+pub fn damaged_vector_file(index: &Index, table: Table, model: &str, kb: &str) -> Result<Option<String>> {
+    let path = vector_file(index, table);
+    let Some(found) = read_header(&path)?.filter(|f| f.current(table, model, kb)) else { return Ok(None) };
+    let sum = body_crc(&path, found.start)?;
+    Ok((Some(sum) != found.header.crc32).then(|| damaged(&path, sum)))
 }
 
 /// The rows of `table`'s vector file, when it is current for `model` and kb `kb` (its header
@@ -473,7 +560,7 @@ pub(super) fn current_vectors(
     rows: usize,
 ) -> Result<Option<(usize, Vec<f32>)>> {
     Ok(match read_vector_file(index, table, (model, Precision::F32), kb, rows)? {
-        Some((dim, Floats::F32(values))) => Some((dim, values)),
+        VectorRead::Read(dim, Floats::F32(values)) => Some((dim, values)),
         _ => None,
     })
 }
@@ -484,19 +571,35 @@ pub fn write_vector_files(index: &Index, model: &str, kb: &str) -> Result<usize>
     let mut written = 0;
     for table in VECTOR_TABLES {
         let path = vector_file(index, table);
-        if read_header(&path)?.is_some_and(|found| found.current(table, model, kb)) {
+        // A current file is kept when its floats are whole; a damaged one is written again.
+        if read_header(&path)?.is_some_and(|found| found.current(table, model, kb))
+            && damaged_vector_file(index, table, model, kb)?.is_none()
+        {
             continue;
         }
         let read = read_kb_table(index, table, &[], (model, Precision::F32), None)?;
         let Floats::F32(vectors) = &read.vectors else {
             return Err(Error::Internal(format!("{table}: vectors read at half precision")));
         };
+        let crc32 = combined(
+            vectors
+                .par_chunks(BLOCK_FLOATS)
+                .map(|block| {
+                    let mut bytes = Vec::with_capacity(4 * block.len());
+                    flexstruct_scan::le::extend_f32_le(&mut bytes, block);
+                    let mut sum = crc32fast::Hasher::new();
+                    sum.update(&bytes);
+                    sum
+                })
+                .collect(),
+        );
         let header = VectorHeader {
             table: table.dir().to_owned(),
             model: model.to_owned(),
             kb: kb.to_owned(),
             rows: read.batch.num_rows() as u64,
             dim: read.dim as u64,
+            crc32: Some(crc32),
         };
         write_atomic(&path, |file| {
             let mut out = BufWriter::with_capacity(1 << 20, file);
@@ -699,10 +802,33 @@ pub(super) mod tests {
         assert_eq!((header.rows, header.dim, header.kb.as_str(), length), (4, 2, "kb-1", start + 32));
         assert_eq!(read(&index, Some("kb-1")).vectors, Floats::F32(from_parquet.to_vec()));
 
-        // The reader takes the file's floats (the last one patched here), not Parquet's ...
-        let mut bytes = std::fs::read(&path).unwrap();
+        // Damaged floats (NaN) under a current header are not data: the Parquet vectors are
+        // read, with a note naming the file; the merge writes it again.
+        let whole = std::fs::read(&path).unwrap();
+        let mut bytes = whole.clone();
         let end = bytes.len();
+        bytes[end - 4..].copy_from_slice(&f32::NAN.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let damaged = read(&index, Some("kb-1"));
+        assert_eq!(damaged.vectors, Floats::F32(from_parquet.to_vec()));
+        let note = damaged.note.unwrap();
+        assert!(note.contains("vectors.f32 is damaged") && note.contains("rewrites it"), "{note}");
+        let found = damaged_vector_file(&index, Table::KbHyperedges, "m", "kb-1").unwrap().unwrap();
+        assert!(found.contains("vectors.f32 is damaged"), "{found}");
+        assert_eq!(write_vector_files(&index, "m", "kb-1").unwrap(), 1, "the damaged file is written again");
+        assert_eq!(std::fs::read(&path).unwrap(), whole);
+        assert!(read(&index, Some("kb-1")).note.is_none());
+        assert!(damaged_vector_file(&index, Table::KbHyperedges, "m", "kb-1").unwrap().is_none());
+
+        // The reader takes the file's floats (the last one patched here, its checksum with it),
+        // not Parquet's ...
         bytes[end - 4..].copy_from_slice(&9.5f32.to_le_bytes());
+        let mut sum = crc32fast::Hasher::new();
+        sum.update(&bytes[start as usize..]);
+        let resummed = VectorHeader { crc32: Some(sum.finalize()), ..header.clone() };
+        let json = serde_json::to_string(&resummed).unwrap();
+        let bytes = [format!("{MAGIC}\n{json}\n").as_bytes(), &bytes[start as usize..]].concat();
+        let end = bytes.len();
         std::fs::write(&path, &bytes).unwrap();
         let patched = read(&index, Some("kb-1"));
         assert_eq!(widened(&patched.vectors)[7], 9.5);

@@ -115,6 +115,15 @@ struct Parsed {
 /// Turns a 200 body into its [`Parsed`] content.
 type ParseBody = fn(&str) -> Result<Parsed, String>;
 
+/// Whether parsed content answers the request it was sent with (e.g. a score for every document
+/// asked about): an answer it refuses is recorded as `refused`, never cached, never used.
+type Accept<'a> = &'a (dyn Fn(&str) -> Result<(), String> + Sync);
+
+/// Every well-formed answer answers its request.
+fn any_answer(_: &str) -> Result<(), String> {
+    Ok(())
+}
+
 /// How one attempt ended.
 enum Attempt {
     Answer(Parsed),
@@ -213,7 +222,8 @@ impl LlmClient {
             "max_tokens": max_tokens,
         });
         let reserve = prompt_estimate + u64::from(max_tokens.min(512));
-        self.send(context, &key, "chat/completions", &body, prompt_estimate, reserve, parse_completion).await
+        self.send(context, &key, "chat/completions", &body, (prompt_estimate, reserve), parse_completion, &any_answer)
+            .await
     }
 
     /// Embeds `inputs` with the `/embeddings` endpoint (or answers from the cache): one vector
@@ -223,8 +233,9 @@ impl LlmClient {
         let key = sha256_hex(identity.to_string().as_bytes());
         let prompt_estimate = inputs.iter().map(|t| self.counter.count(t) as u64).sum::<u64>();
         let body = json!({ "model": self.config.model, "input": inputs });
-        let content =
-            self.send(context, &key, "embeddings", &body, prompt_estimate, prompt_estimate, parse_embeddings).await?;
+        let content = self
+            .send(context, &key, "embeddings", &body, (prompt_estimate, prompt_estimate), parse_embeddings, &any_answer)
+            .await?;
         let vectors: Vec<Vec<f32>> = serde_json::from_str(&content)
             .map_err(|e| LlmError::Exhausted { attempts: 0, last: format!("cached embeddings unreadable: {e}") })?;
         if vectors.len() != inputs.len() {
@@ -254,24 +265,29 @@ impl LlmClient {
             "top_n": documents.len(),
             "return_documents": false,
         });
-        let content = self.send(context, &key, "rerank", &body, prompt_estimate, prompt_estimate, parse_rerank).await?;
-        let scores: Vec<Option<f32>> = serde_json::from_str(&content)
-            .map_err(|e| LlmError::Exhausted { attempts: 0, last: format!("cached scores unreadable: {e}") })?;
-        if scores.len() != documents.len() || scores.iter().any(Option::is_none) {
-            // Not an answer to this request: neither used nor kept.
-            let _ = self.cache.remove(&key);
-            let scored = scores.iter().take(documents.len()).flatten().count();
-            let beyond = if scores.len() > documents.len() { " (and indexes beyond them)" } else { "" };
-            return Err(LlmError::Refused {
-                status: 200,
-                message: format!("the re-ranker scored {scored} of the {} documents{beyond}", documents.len()),
-            });
-        }
+        let count = documents.len();
+        let accept = move |content: &str| -> Result<(), String> {
+            let scores: Vec<Option<f32>> =
+                serde_json::from_str(content).map_err(|e| format!("cached scores unreadable: {e}"))?;
+            if scores.len() == count && scores.iter().all(Option::is_some) {
+                return Ok(());
+            }
+            let scored = scores.iter().take(count).flatten().count();
+            let beyond = if scores.len() > count { " (and indexes beyond them)" } else { "" };
+            Err(format!("the re-ranker scored {scored} of the {count} documents{beyond}"))
+        };
+        let reserve = (prompt_estimate, prompt_estimate);
+        let content = self.send(context, &key, "rerank", &body, reserve, parse_rerank, &accept).await?;
+        // `accept` read these scores: one per document.
+        let scores: Vec<Option<f32>> = serde_json::from_str(&content).unwrap_or_default();
         Ok(scores.into_iter().flatten().collect())
     }
 
     /// The shared path of every request: cache, concurrency permit, rate limits, retries,
-    /// call records. `parse` turns a 200 body into the text to cache and the usage.
+    /// call records. `parse` turns a 200 body into the text to cache and the usage; `accept`
+    /// refuses content that does not answer this request (recorded `refused`, not cached, and a
+    /// cached answer it refuses is dropped and asked again). `(prompt_estimate, reserve)`: the
+    /// prompt tokens when the server reports none, and what the rate limiter reserves.
     #[allow(clippy::too_many_arguments)]
     async fn send(
         &self,
@@ -279,13 +295,25 @@ impl LlmClient {
         key: &str,
         path: &str,
         body: &serde_json::Value,
-        prompt_estimate: u64,
-        reserve: u64,
+        (prompt_estimate, reserve): (u64, u64),
         parse: ParseBody,
+        accept: Accept<'_>,
     ) -> Result<String, LlmError> {
         if let Some(hit) = self.cache.get(key) {
-            self.record(context, key, hit.prompt_tokens, hit.completion_tokens, hit.tokens_estimated, 0, true, "ok");
-            return Ok(hit.content);
+            if accept(&hit.content).is_ok() {
+                self.record(
+                    context,
+                    key,
+                    hit.prompt_tokens,
+                    hit.completion_tokens,
+                    hit.tokens_estimated,
+                    0,
+                    true,
+                    "ok",
+                );
+                return Ok(hit.content);
+            }
+            let _ = self.cache.remove(key);
         }
         let _permit = self
             .semaphore
@@ -313,6 +341,10 @@ impl LlmClient {
                         self.record(context, key, prompt, completion, estimated, latency, false, "length");
                         let max_tokens = body["max_tokens"].as_u64().unwrap_or_default() as u32;
                         return Err(LlmError::Cut { max_tokens });
+                    }
+                    if let Err(message) = accept(&content) {
+                        self.record(context, key, prompt, completion, estimated, latency, false, "refused");
+                        return Err(LlmError::Refused { status: 200, message });
                     }
                     self.record(context, key, prompt, completion, estimated, latency, false, "ok");
                     let entry = CachedAnswer {
@@ -368,9 +400,9 @@ impl LlmClient {
             .and_then(|v| v.trim().parse::<f64>().ok())
             .filter(|s| s.is_finite() && *s >= 0.0)
             .map(|s| Duration::from_secs_f64(s.min(self.config.backoff_max_ms as f64 / 1000.0)));
-        let text = match response.text().await {
+        let text = match self.read_capped(response).await {
             Ok(t) => t,
-            Err(e) => return self.transport_error(&e),
+            Err(attempt) => return attempt,
         };
         if status.as_u16() == 429 || status.is_server_error() {
             return Attempt::Retry {
@@ -395,6 +427,41 @@ impl LlmClient {
         match parse(&text) {
             Ok(parsed) => Attempt::Answer(parsed),
             Err(e) => Attempt::Retry { status: "bad_response".into(), error: e, after: None },
+        }
+    }
+
+    /// The body of `response`, read up to `max_response_bytes`: a larger one (by its
+    /// Content-Length, or as it streams in) is refused before it fills memory.
+    async fn read_capped(&self, mut response: reqwest::Response) -> Result<String, Attempt> {
+        let cap = self.config.max_response_bytes;
+        let status = response.status().as_u16();
+        let too_large = |what: String| {
+            Attempt::Fail(
+                LlmError::Refused {
+                    status,
+                    message: format!(
+                        "the answer is {what}, over the {cap} bytes max_response_bytes allows; raise it if this \
+                         server's answers are that large"
+                    ),
+                },
+                "too_large".to_owned(),
+            )
+        };
+        if let Some(length) = response.content_length().filter(|&l| l > cap) {
+            return Err(too_large(format!("{length} bytes")));
+        }
+        let mut body = Vec::new();
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    if (body.len() + chunk.len()) as u64 > cap {
+                        return Err(too_large("larger".to_owned()));
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                Ok(None) => return Ok(String::from_utf8_lossy(&body).into_owned()),
+                Err(e) => return Err(self.transport_error(&e)),
+            }
         }
     }
 
@@ -518,7 +585,17 @@ fn parse_rerank(body: &str) -> Result<Parsed, String> {
         if !r.relevance_score.is_finite() {
             return Err(format!("the re-ranker gave document {} the score {}", r.index, r.relevance_score));
         }
-        if scores[r.index].replace(r.relevance_score as f32).is_some() {
+        // Scores are kept as 32-bit floats: one beyond their range would become infinite.
+        let score = r.relevance_score as f32;
+        if !score.is_finite() {
+            return Err(format!(
+                "the re-ranker gave document {} the score {:e}, beyond the ±{:e} a score may be",
+                r.index,
+                r.relevance_score,
+                f32::MAX
+            ));
+        }
+        if scores[r.index].replace(score).is_some() {
             return Err(format!("the re-ranker scored document {} twice", r.index));
         }
     }
@@ -591,6 +668,9 @@ mod tests {
         assert!(parse_rerank(r#"{"results":[{"index":0}]}"#).is_err());
         assert!(parse_rerank(r#"[{"index":18446744073709551615,"score":1}]"#).err().unwrap().contains("beyond"));
         assert!(parse_rerank("<html>").err().unwrap().contains("unreadable re-ranking body"));
+        // A score beyond a 32-bit float's range is named as such, not taken for a missing one.
+        let huge = parse_rerank(r#"[{"index":0,"score":1e300}]"#).err().unwrap();
+        assert!(huge.contains("the score 1e300, beyond"), "{huge}");
     }
 
     #[test]

@@ -34,12 +34,19 @@ pub struct LlmConfig {
     pub requests_per_minute: u32,
     /// Prompt + completion tokens per minute (0: unlimited).
     pub tokens_per_minute: u32,
+    /// Largest answer body read, in bytes: a larger one is refused (recorded `too_large`, not
+    /// retried) before it fills memory.
+    pub max_response_bytes: u64,
     /// Prices in currency units per million prompt / completion tokens, for the cost counters
     /// (0: not shown).
     pub price_prompt_per_mtok: f64,
     /// See `price_prompt_per_mtok`.
     pub price_completion_per_mtok: f64,
 }
+
+/// The default largest answer body: 64 MiB, far above any chat answer, a batch of embeddings
+/// (256 texts of 4,096 dimensions are about 20 MB of JSON) or a re-ranking.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 64 << 20;
 
 impl Default for LlmConfig {
     fn default() -> Self {
@@ -56,6 +63,7 @@ impl Default for LlmConfig {
             backoff_max_ms: 60_000,
             requests_per_minute: 0,
             tokens_per_minute: 0,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             price_prompt_per_mtok: 0.0,
             price_completion_per_mtok: 0.0,
         }
@@ -86,6 +94,12 @@ impl LlmConfig {
             return Err(Error::config(
                 section,
                 format!("{section}.max_concurrency and {section}.timeout_secs must be at least 1"),
+            ));
+        }
+        if self.max_response_bytes < 1024 {
+            return Err(Error::config(
+                format!("{section}.max_response_bytes"),
+                format!("{} bytes is too small for any answer: give at least 1024", self.max_response_bytes),
             ));
         }
         Ok(())

@@ -74,6 +74,8 @@ pub struct EmbedConfig {
     pub backoff_initial_ms: u64,
     /// Longest backoff delay in milliseconds (as `llm.backoff_max_ms`).
     pub backoff_max_ms: u64,
+    /// Largest answer body read from the endpoint, in bytes (as `llm.max_response_bytes`).
+    pub max_response_bytes: u64,
     /// Seconds all the endpoint's requests of one run may take together (0: no limit): past it,
     /// what is not embedded fails, is recorded, and is retried by the next run.
     pub deadline_secs: u64,
@@ -100,6 +102,7 @@ impl Default for EmbedConfig {
             max_retries: 6,
             backoff_initial_ms: 500,
             backoff_max_ms: 60_000,
+            max_response_bytes: crate::llm::config::DEFAULT_MAX_RESPONSE_BYTES,
             deadline_secs: 0,
             entity_summary_words: 40,
         }
@@ -133,6 +136,9 @@ impl EmbedConfig {
         }
         if self.timeout_secs == 0 {
             return Err(Error::config("embed.timeout_secs", "must be at least 1"));
+        }
+        if self.max_response_bytes < 1024 {
+            return Err(Error::config("embed.max_response_bytes", "must be at least 1024"));
         }
         Ok(())
     }

@@ -33,6 +33,7 @@ impl RemoteEmbedder {
             max_retries: config.max_retries,
             backoff_initial_ms: config.backoff_initial_ms,
             backoff_max_ms: config.backoff_max_ms,
+            max_response_bytes: config.max_response_bytes,
             ..LlmConfig::default()
         };
         let runner = Runner::new(Arc::new(LlmClient::new(&llm, index_root)?))?;

@@ -178,10 +178,13 @@ fn name_words(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// The sentences of the context that an answer may be: those it can cite (a sentence of a piece
+/// with a source span, or of evidence with spans). An answer is never shown without the source it
+/// came from, so derived text without a span is read by no one.
 fn candidates(context: &Context) -> Vec<Candidate> {
     let mut out = Vec::new();
     for (i, e) in context.evidence.iter().enumerate() {
-        for piece in &e.pieces {
+        for piece in e.pieces.iter().filter(|p| p.span.is_some() || !e.spans.is_empty()) {
             // The names of the last sentence that did not open with a pronoun.
             let mut subject = BTreeSet::new();
             for range in sentences(&piece.text, 0..piece.text.len()) {

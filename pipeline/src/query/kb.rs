@@ -13,11 +13,12 @@ use rayon::prelude::*;
 use super::config::Precision;
 use super::lexical::Lexical;
 use super::scan::Vectors;
+use crate::core::models::{calibrated_thresholds, usable_threshold};
 use crate::core::names::normalize;
 use crate::core::units::Unit;
 use crate::core::{Error, IndexProblem, Result};
 use crate::io::Index;
-use crate::io::ann::{AnnConfig, read_ann};
+use crate::io::ann::{AnnConfig, AnnRead, read_ann};
 use crate::io::kb::read_kb_table;
 use crate::io::lock::{self, LockName};
 use crate::io::parquet::{one_merge_fingerprint, read_columns, string_column, typed};
@@ -179,6 +180,9 @@ pub struct Kb {
     /// How each table of at least `[ann] min_rows` rows is searched (`kb/entities: approximate
     /// …`, or exact and why); empty when every table is scanned exactly.
     pub searches: Vec<String>,
+    /// What the load found damaged and went around (a vector file whose floats do not match
+    /// their checksum: read from Parquet; a damaged approximate index: scanned exactly).
+    pub notes: Vec<String>,
 }
 
 /// The chunk each hyperedge's span starts in (chunks tile their document, so it is the chunk of
@@ -280,7 +284,9 @@ fn titled_hyperedges(index: &Index, hyperedges: &Hyperedges) -> Result<HashMap<S
     Ok(by_title)
 }
 
-/// The thresholds `kb/thresholds` holds for `model` (none for a kb merged before it existed).
+/// The thresholds `kb/thresholds` holds for `model` (none for a kb merged before it existed), each
+/// as a query uses it: one derived from too few pairs no higher than the model's default
+/// ([`usable_threshold`]).
 fn read_thresholds(index: &Index, model: &str) -> Result<HashMap<Unit, f32>> {
     let path = index.kb_part(Table::KbThresholds);
     if !path.is_file() {
@@ -290,10 +296,17 @@ fn read_thresholds(index: &Index, model: &str) -> Result<HashMap<Unit, f32>> {
     for batch in crate::io::parquet::read_part(&path, Table::KbThresholds)? {
         let (units, models) = (string_column(&batch, col::UNIT)?, string_column(&batch, col::MODEL)?);
         let taus = typed::<arrow::array::Float64Array>(&batch, col::TAU)?;
+        let pairs = typed::<Int64Array>(&batch, col::PAIRS)?;
+        let defaults = calibrated_thresholds(model);
         for i in (0..batch.num_rows()).filter(|&i| models.value(i) == model) {
-            if let Some(unit) = Unit::from_name(units.value(i)) {
-                out.insert(unit, taus.value(i) as f32);
-            }
+            let Some(unit) = Unit::from_name(units.value(i)) else { continue };
+            let default = match unit {
+                Unit::Edge => defaults.edge,
+                Unit::Chunk => defaults.chunk,
+                _ => defaults.hyperedge,
+            };
+            let pairs = usize::try_from(pairs.value(i)).unwrap_or(0);
+            out.insert(unit, usable_threshold(taus.value(i) as f32, pairs, default));
         }
     }
     Ok(out)
@@ -306,9 +319,9 @@ fn load_table(
     (table, columns): (Table, &[&str]),
     vectors: (&str, Precision),
     kb: &str,
-) -> Result<(RecordBatch, Vectors)> {
+) -> Result<(RecordBatch, Vectors, Option<String>)> {
     let read = read_kb_table(index, table, columns, vectors, Some(kb))?;
-    Ok((read.batch, Vectors::new(read.dim, read.vectors)))
+    Ok((read.batch, Vectors::new(read.dim, read.vectors), read.note))
 }
 
 /// Row by id: built and probed millions of times at a load, with a fast hasher (ids come from
@@ -457,26 +470,37 @@ impl Kb {
         let fingerprint = one_merge_fingerprint(index)?;
         let derived_thresholds = read_thresholds(index, model)?;
         let started = Instant::now();
-        let loaded: Vec<(RecordBatch, Vectors)> = TABLES
+        let loaded: Vec<(RecordBatch, Vectors, Option<String>)> = TABLES
             .par_iter()
             .map(|&t| load_table(index, t, (model, precision), &fingerprint))
             .collect::<Result<_>>()?;
         let mut load_times = LoadTimes { tables: started.elapsed().as_secs_f64(), ..LoadTimes::default() };
         let started = Instant::now();
-        let (batches, mut vectors): (Vec<RecordBatch>, Vec<Vectors>) = loaded.into_iter().unzip();
+        let mut notes = Vec::new();
+        let (batches, mut vectors): (Vec<RecordBatch>, Vec<Vectors>) = loaded
+            .into_iter()
+            .map(|(batch, vectors, note)| {
+                notes.extend(note);
+                (batch, vectors)
+            })
+            .unzip();
         let mut searches = Vec::new();
         for (&(table, _), vectors) in TABLES.iter().zip(&mut vectors) {
             if !ann.applies(vectors.len()) {
                 continue;
             }
             match read_ann(index, table, model, &fingerprint, vectors.len())? {
-                Some(ivf) => {
+                AnnRead::Read(ivf) => {
                     let (lists, probes) = (ivf.lists(), ann.probes);
                     searches.push(format!("{table}: approximate ({lists} lists, {probes} probed)"));
                     *vectors = std::mem::take(vectors).with_ann(Arc::new(ivf), probes);
                 }
-                None => {
+                AnnRead::NotCurrent => {
                     searches.push(format!("{table}: exact (no current approximate index: flexstruct-merge builds it)"))
+                }
+                AnnRead::Damaged(problem) => {
+                    searches.push(format!("{table}: exact (its approximate index is damaged)"));
+                    notes.push(format!("{problem}: the table is scanned exactly instead; the next merge rebuilds it"));
                 }
             }
         }
@@ -554,6 +578,7 @@ impl Kb {
             fingerprint,
             load_times,
             searches,
+            notes,
         })
     }
 

@@ -46,7 +46,7 @@ pub use self::entities::{LlmQueryEntities, QueryEntities, RulesQueryEntities, ru
 pub use self::generate::{AnswerOptions, Answerer, ExtractiveAnswerer, LlmAnswerer};
 use self::kb::{Kb, Span};
 use self::paths::{PathIndex, QueryGraphs, RulesQueryGraphs, StructureMatch};
-pub use self::rerank::{EndpointReranker, Reranker};
+pub use self::rerank::{EndpointReranker, Reranker, Reranking};
 use self::strategy::{EntityMatch, Modules, QueryInput, Retrieval, Retrieved};
 use crate::core::backend::BackendId;
 use crate::core::tokens::TokenCounter;
@@ -121,6 +121,9 @@ pub struct Answer {
     /// What the retrieval had to say, e.g. a similarity threshold that no unit passed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// What re-ranking did (`reranked`, `too_few`, `failed`), when a re-ranker was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerank: Option<Reranking>,
     /// What structure matching gave (`--mode paths`): exact match or fallback, and the labels
     /// the matched subgraphs give the nodes the question asks for, best first.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -173,12 +176,14 @@ pub fn read_question_records(path: &Path) -> Result<Vec<(Question, serde_json::V
     let mut ids = HashSet::new();
     for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line.map_err(Error::io("reading the questions file", path))?;
+        // A byte-order mark (what some editors on Windows write first) is not part of the JSON.
+        let line = if n == 0 { line.strip_prefix('\u{feff}').unwrap_or(&line) } else { &line };
         if line.trim().is_empty() {
             continue;
         }
         let at = || format!("{}:{}", path.display(), n + 1);
         let mut value: serde_json::Value =
-            serde_json::from_str(&line).map_err(|source| Error::InputJson { location: at(), source })?;
+            serde_json::from_str(line).map_err(|source| Error::InputJson { location: at(), source })?;
         let question = match value.get("question") {
             Some(serde_json::Value::String(q)) => q.clone(),
             Some(_) => return Err(Error::input(at(), "field `question` must be a string")),
@@ -244,6 +249,20 @@ pub struct QuestionContext {
     pub retrieval_ms: f64,
     /// The part of them spent embedding.
     pub embed_ms: f64,
+    /// What re-ranking did, when a re-ranker was asked.
+    pub rerank: Option<Reranking>,
+}
+
+impl QuestionContext {
+    /// The label of the strategy that gave this context under `config`: its [`variant`], and
+    /// `+rerank` when the re-ranker did order its pieces (not when it failed or had nothing to
+    /// order).
+    pub fn label(&self, config: &QueryConfig) -> String {
+        match self.rerank {
+            Some(Reranking::Reranked) => format!("{} +rerank", variant(config)),
+            _ => variant(config),
+        }
+    }
 }
 
 /// How the engine embeds questions and holds and searches the kb's vectors.
@@ -336,12 +355,6 @@ impl Engine {
     /// not 0, and the strategy retrieves.
     pub fn reranks(&self, config: &QueryConfig) -> bool {
         self.reranker.is_some() && config.rerank_candidates > 0 && config.strategy().retrieves()
-    }
-
-    /// The label of `config`'s strategy as answers carry it: its [`variant`], and `+rerank` when
-    /// it is re-ranked.
-    pub fn label(&self, config: &QueryConfig) -> String {
-        if self.reranks(config) { format!("{} +rerank", variant(config)) } else { variant(config) }
     }
 
     /// The path index of `--mode paths` (read from the index the first time).
@@ -437,7 +450,7 @@ impl Engine {
             let none = (0..retrievals.len()).map(|_| None).collect();
             (retrievals, none)
         };
-        let (retrievals, firsts) = self.rerank(prepared, config, retrievals, firsts);
+        let (retrievals, firsts, reranked) = self.rerank(prepared, config, retrievals, firsts);
         let embed_ms = match (strategy.retrieves(), strategy.embeds_entities()) {
             (false, _) => 0.0,
             (true, true) => prepared.embed_ms + prepared.entity_embed_ms,
@@ -447,15 +460,16 @@ impl Engine {
         // Contexts are assembled on every core; each question is charged its own assembly time
         // scaled so that the batch's charges add up to the wall time of the whole assembly.
         let started = Instant::now();
-        let assembled: Vec<(Context, Vec<EntityMatch>, f64)> = retrievals
+        let assembled: Vec<(Context, Vec<EntityMatch>, f64, Option<Reranking>)> = retrievals
             .into_par_iter()
             .zip(firsts)
-            .map(|(retrieval, first)| {
+            .zip(reranked)
+            .map(|((retrieval, first), rerank)| {
                 let started = Instant::now();
                 let mut context = first.unwrap_or_else(|| self.assemble(&retrieval.rows, config));
                 context.notes = retrieval.notes;
                 context.structure = retrieval.structure;
-                (context, retrieval.entity_matches, started.elapsed().as_secs_f64() * 1000.0)
+                (context, retrieval.entity_matches, started.elapsed().as_secs_f64() * 1000.0, rerank)
             })
             .collect();
         let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -463,11 +477,12 @@ impl Engine {
         let scale = if own_ms > 0.0 { (wall_ms / own_ms).min(1.0) } else { 1.0 };
         Ok(assembled
             .into_iter()
-            .map(|(context, entities, ms)| QuestionContext {
+            .map(|(context, entities, ms, rerank)| QuestionContext {
                 context,
                 entities,
                 retrieval_ms: ms * scale + shared_ms,
                 embed_ms,
+                rerank,
             })
             .collect())
     }
@@ -475,22 +490,25 @@ impl Engine {
     /// Re-ranks the first `query.rerank_candidates` pieces of every question's retrieval with
     /// the re-ranker, when one is set ([`rerank`]); a question whose re-ranking failed keeps its
     /// order and a note saying why. A context the second hop read is assembled again when its
-    /// pieces moved.
+    /// pieces moved. Gives, per question, what re-ranking did (none when no re-ranker was asked).
+    #[allow(clippy::type_complexity)]
     fn rerank(
         &self,
         prepared: &Prepared,
         config: &QueryConfig,
         mut retrievals: Vec<Retrieval>,
         mut firsts: Vec<Option<Context>>,
-    ) -> (Vec<Retrieval>, Vec<Option<Context>>) {
+    ) -> (Vec<Retrieval>, Vec<Option<Context>>, Vec<Option<Reranking>>) {
         let Some(reranker) = self.reranker.as_ref().filter(|_| self.reranks(config)) else {
-            return (retrievals, firsts);
+            let none = vec![None; retrievals.len()];
+            return (retrievals, firsts, none);
         };
         // Per question: the rows of its first pieces and their texts.
         let picked: Vec<(Vec<usize>, Vec<String>)> = retrievals
             .par_iter()
             .map(|r| rerank::candidates(&self.kb, &r.rows, config.rerank_candidates).into_iter().unzip())
             .collect();
+        let mut outcomes = vec![Some(Reranking::TooFew); retrievals.len()];
         let asked: Vec<usize> = (0..picked.len()).filter(|&i| !picked[i].0.is_empty()).collect();
         let asks: Vec<(&str, &[String])> =
             asked.iter().map(|&i| (prepared.questions[i].question.as_str(), picked[i].1.as_slice())).collect();
@@ -499,11 +517,15 @@ impl Engine {
                 Ok(scores) => {
                     rerank::reorder(&mut retrievals[i].rows, &picked[i].0, &scores);
                     firsts[i] = None;
+                    outcomes[i] = Some(Reranking::Reranked);
                 }
-                Err(why) => retrievals[i].notes.push(format!("rerank: {why}; the strategy's own order is kept")),
+                Err(why) => {
+                    retrievals[i].notes.push(format!("rerank: {why}; the strategy's own order is kept"));
+                    outcomes[i] = Some(Reranking::Failed);
+                }
             }
         }
-        (retrievals, firsts)
+        (retrievals, firsts, outcomes)
     }
 
     /// The context of `rows` under `config`'s cap and merging.
@@ -605,17 +627,18 @@ impl Engine {
             &context_refs,
             AnswerOptions { closed_book: !config.strategy().retrieves(), short: config.short_answers },
         );
-        let label = self.label(config);
         prepared
             .questions
             .iter()
             .zip(contexts)
             .zip(answered)
-            .map(|((q, QuestionContext { context, entities, retrieval_ms, embed_ms }), a)| Answer {
+            .map(|((q, found), a)| (q, found.label(config), found, a))
+            .map(|(q, label, QuestionContext { context, entities, retrieval_ms, embed_ms, rerank }, a)| Answer {
                 id: q.id.clone(),
                 question: q.question.clone(),
                 mode: config.mode,
-                variant: label.clone(),
+                variant: label,
+                rerank,
                 answer: a.generated.answer,
                 short_answer: a.generated.short,
                 support: a.generated.support,

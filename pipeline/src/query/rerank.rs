@@ -17,6 +17,18 @@ use super::strategy::Retrieved;
 use crate::io::CallRecord;
 use crate::llm::{CallContext, Runner};
 
+/// What re-ranking did to one question's evidence (absent where no re-ranker was asked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reranking {
+    /// The re-ranker ordered the first pieces.
+    Reranked,
+    /// Fewer than two pieces: nothing to order, the re-ranker was not asked.
+    TooFew,
+    /// The re-ranking failed (a note says why): the strategy's own order stands.
+    Failed,
+}
+
 /// Scores pieces of evidence against a question.
 pub trait Reranker: Send + Sync {
     /// What scores: the model and where it runs (for reports).

@@ -114,6 +114,7 @@ fn tiny_kb() -> Kb {
         fingerprint: String::new(),
         load_times: Default::default(),
         searches: Vec::new(),
+        notes: Vec::new(),
     }
 }
 
@@ -559,6 +560,17 @@ fn thresholds_and_breadths() {
     assert_eq!(ids(&kb, &c, &[], at(-1.0)), ["h0"]);
     c.n_eh = 0;
     assert!(ids(&kb, &c, &[], at(-1.0)).is_empty());
+    // Nothing asked for is said as such, not blamed on the threshold; nothing passing is.
+    let notes = |c: &QueryConfig, t: f32| {
+        let input = QueryInput { text: "", vector: &QUERY, entities: &[], entity_vectors: &[] };
+        retrieve(&kb, c, at(t), input).notes
+    };
+    let none_asked = notes(&c, 0.5);
+    assert_eq!(none_asked.len(), 1, "{none_asked:?}");
+    assert!(none_asked[0].contains("query.n_eh") && !none_asked[0].contains("tau_eh"), "{none_asked:?}");
+    c.n_eh = 7;
+    let none_pass = notes(&c, 0.99);
+    assert!(none_pass[0].contains("query.tau_eh") && !none_pass[0].contains("n_eh"), "{none_pass:?}");
     let mut g = config(Mode::Graph, 7, 3);
     g.entities = false;
     assert_eq!(ids(&kb, &g, &[], at(0.6)), ["g0"]);
@@ -697,6 +709,20 @@ fn extractive_answers_quote_the_best_supported_sentence() {
     assert_eq!(DOC.chars().skip(s.start as usize).take((s.end - s.start) as usize).collect::<String>(), g.answer);
     // Nothing retrieved: no answer.
     assert!(generate::extractive("Anything?", &Context::default(), true).answer.is_empty());
+    // Evidence with no source span (derived text) is never the answer: the best sentence that
+    // can be cited is, and with none, there is no answer.
+    let mut uncited = context.clone();
+    for e in &mut uncited.evidence {
+        e.spans.clear();
+        e.pieces.iter_mut().for_each(|p| p.span = None);
+    }
+    assert!(generate::extractive("Who chairs the VBA?", &uncited, true).answer.is_empty());
+    let mut mixed = context.clone();
+    let first = mixed.evidence.iter().position(|e| e.text.contains("Mara Quint chairs")).unwrap();
+    mixed.evidence[first].spans.clear();
+    mixed.evidence[first].pieces.iter_mut().for_each(|p| p.span = None);
+    let g = generate::extractive("Who chairs the VBA?", &mixed, false);
+    assert!(!g.citations.is_empty() && g.answer != "Mara Quint chairs the VBA.", "{g:?}");
     // A question of two asks gets the best sentence of each, in the order asked, each cited.
     for short in [false, true] {
         let g = generate::extractive("Who chairs the VBA, and what did the gauge measure in August?", &context, short);

@@ -7,7 +7,7 @@
 //! that recorded no failure, so an unchanged rerun does no work and changes no file, a changed
 //! document reruns its bucket only, and failed units are retried.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -75,13 +75,30 @@ pub enum BucketState {
     Orphaned,
 }
 
-/// Bucket states recorded by a surveying run ([`RunContext::survey`]).
+/// Bucket states recorded by a surveying run ([`RunContext::survey`]), and the parts it could
+/// not read.
 #[derive(Debug, Default)]
 pub struct Survey {
     states: std::sync::Mutex<Vec<(&'static str, u32, BucketState)>>,
+    damaged: std::sync::Mutex<Vec<(PathBuf, String)>>,
 }
 
 impl Survey {
+    /// Records a part that cannot be read as a part of its table (truncated, damaged, or of
+    /// another layout), with why.
+    pub fn damaged(&self, path: &Path, why: String) -> Result<()> {
+        self.damaged.lock().map_err(|_| Error::Internal("survey lock poisoned".into()))?.push((path.to_owned(), why));
+        Ok(())
+    }
+
+    /// The parts recorded as damaged, each once, sorted.
+    pub fn damaged_parts(&self) -> Result<Vec<(PathBuf, String)>> {
+        let mut parts = self.damaged.lock().map_err(|_| Error::Internal("survey lock poisoned".into()))?.clone();
+        parts.sort();
+        parts.dedup_by(|a, b| a.0 == b.0);
+        Ok(parts)
+    }
+
     fn record(&self, stage: &'static str, bucket: u32, state: BucketState) -> Result<()> {
         self.states.lock().map_err(|_| Error::Internal("survey lock poisoned".into()))?.push((stage, bucket, state));
         Ok(())
@@ -92,6 +109,21 @@ impl Survey {
         let mut states = self.states.lock().map_err(|_| Error::Internal("survey lock poisoned".into()))?.clone();
         states.sort();
         Ok(states)
+    }
+}
+
+impl RunContext<'_> {
+    /// What `read` gives from the part at `path`; when surveying, a part that cannot be read
+    /// (a Parquet or layout error) is recorded as damaged and gives None instead of an error, so
+    /// that a survey says what a run would stop at.
+    pub fn unless_damaged<T>(&self, path: &Path, read: impl FnOnce() -> Result<T>) -> Result<Option<T>> {
+        match (read(), self.survey) {
+            (Err(e @ (Error::Parquet { .. } | Error::Schema(_))), Some(survey)) => {
+                survey.damaged(path, crate::core::error::chain_message(&e))?;
+                Ok(None)
+            }
+            (result, _) => result.map(Some),
+        }
     }
 }
 
@@ -163,8 +195,11 @@ where
     let started = Instant::now();
     ctx.index.check_shard(ctx.shard)?;
     let buckets: Vec<u32> = ctx.index.shard_buckets(ctx.shard).collect();
-    let total_units: u64 =
-        buckets.iter().map(|&b| part_row_count(&ctx.index.bucket_path(stage.inputs[0], b))).sum::<Result<u64>>()?;
+    let mut total_units = 0;
+    for &bucket in &buckets {
+        let path = ctx.index.bucket_path(stage.inputs[0], bucket);
+        total_units += ctx.unless_damaged(&path, || part_row_count(&path))?.unwrap_or(0);
+    }
     ctx.progress.start(total_units);
     let failed_units = AtomicU64::new(0);
 
@@ -228,7 +263,15 @@ where
     let inputs: Vec<PathBuf> = stage.inputs.iter().map(|&t| index.bucket_path(t, bucket)).collect();
     let outputs: Vec<PathBuf> = stage.outputs.iter().map(|&t| index.bucket_path(t, bucket)).collect();
     let scope = format!("{bucket:04}");
-    let Some(primary_fp) = part_fingerprint(&inputs[0], stage.inputs[0])? else {
+    // A survey marks a bucket with an input it cannot read to do: a run stops there, naming it.
+    let to_do = |survey: Option<&Survey>| match survey {
+        Some(survey) => survey.record(stage.name, bucket, BucketState::Stale).map(|()| BucketResult::Empty),
+        None => Err(Error::Internal("a damaged part outside a survey".into())),
+    };
+    let Some(primary) = ctx.unless_damaged(&inputs[0], || part_fingerprint(&inputs[0], stage.inputs[0]))? else {
+        return to_do(ctx.survey);
+    };
+    let Some(primary_fp) = primary else {
         if let Some(survey) = ctx.survey {
             if outputs.iter().any(|p| p.exists()) {
                 survey.record(stage.name, bucket, BucketState::Orphaned)?;
@@ -246,10 +289,15 @@ where
     };
     let mut parts = vec![stage.name.to_owned(), stage.version.to_owned(), stage.config_fingerprint.clone(), primary_fp];
     for (path, &table) in inputs.iter().zip(&stage.inputs).skip(1) {
-        parts.push(part_fingerprint(path, table)?.unwrap_or_default());
+        let Some(part) = ctx.unless_damaged(path, || part_fingerprint(path, table))? else {
+            return to_do(ctx.survey);
+        };
+        parts.push(part.unwrap_or_default());
     }
     let expected = fingerprint(&parts.iter().map(String::as_str).collect::<Vec<_>>());
-    let units = part_row_count(&inputs[0])?;
+    let Some(units) = ctx.unless_damaged(&inputs[0], || part_row_count(&inputs[0]))? else {
+        return to_do(ctx.survey);
+    };
 
     // Up to date: no failure to retry and every output computed from exactly this input (an
     // output of an older table layout is recomputed).

@@ -252,8 +252,63 @@ fn rerank_scores_follow_the_documents_and_are_cached_and_checked() {
     server.script([Reply::Body(r#"{"results":[{"index":0,"relevance_score":1.0}]}"#.into())]);
     let err = rt.block_on(client.rerank(&ctx, "q", &["a", "b"])).unwrap_err();
     assert!(err.to_string().contains("scored 1 of the 2 documents"), "{err}");
+    // The call is recorded as refused, not as an answer.
+    assert_eq!(client.calls().last().map(|c| c.status.as_str()), Some("refused"));
     assert_eq!(rt.block_on(client.rerank(&ctx, "q", &["a", "b"])).unwrap(), vec![0.0, 0.0]);
     // A bare list, the shape of Text Embeddings Inference's answers, is read too.
     server.script([Reply::Body(r#"[{"index":1,"score":0.25},{"index":0,"score":-3.5}]"#.into())]);
     assert_eq!(rt.block_on(client.rerank(&ctx, "other", &["a", "b"])).unwrap(), vec![-3.5, 0.25]);
+}
+
+#[test]
+fn an_answer_larger_than_max_response_bytes_is_refused_before_it_is_read() {
+    let rt = runtime();
+    let ctx = CallContext { stage: "query".into(), doc_id: None, purpose: "rerank".into() };
+    // A well-formed re-ranking answer of 2 MB (padded with JSON whitespace): read whole without
+    // the cap.
+    let padded = format!(
+        "{}{}",
+        r#"{"results":[{"index":0,"relevance_score":1},{"index":1,"relevance_score":2}]}"#,
+        " ".repeat(2 << 20)
+    );
+    let server = FakeLlm::start(move |_| Reply::Body(padded.clone()));
+    let dir = tempfile::tempdir().unwrap();
+    let capped = LlmConfig { max_response_bytes: 1 << 20, ..config(&server) };
+    let client = LlmClient::new(&capped, dir.path()).unwrap();
+    let err = rt.block_on(client.rerank(&ctx, "q", &["a", "b"])).unwrap_err().to_string();
+    assert!(err.contains("over the 1048576 bytes max_response_bytes allows"), "{err}");
+    // Refused once, not retried, and recorded as such.
+    assert_eq!(server.request_count(), 1);
+    assert_eq!(client.calls().iter().map(|c| c.status.as_str()).collect::<Vec<_>>(), ["too_large"]);
+    // Within the cap the same answer is read.
+    let roomy = LlmClient::new(&LlmConfig { max_response_bytes: 4 << 20, ..config(&server) }, dir.path()).unwrap();
+    assert_eq!(rt.block_on(roomy.rerank(&ctx, "q", &["a", "b"])).unwrap(), vec![1.0, 2.0]);
+
+    // A server that gives no length: the body is cut off as it streams in.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let streaming = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut socket, _) = listener.accept().unwrap();
+        let mut request = [0u8; 4096];
+        let _ = socket.read(&mut request);
+        let _ = socket.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n[");
+        let chunk = vec![b' '; 64 << 10];
+        // 8 MB at most; the client hangs up long before.
+        for _ in 0..128 {
+            if socket.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+    });
+    let endless = LlmConfig {
+        base_url: format!("http://127.0.0.1:{port}/v1"),
+        max_response_bytes: 1 << 20,
+        max_retries: 0,
+        ..config(&server)
+    };
+    let client = LlmClient::new(&endless, dir.path()).unwrap();
+    let err = rt.block_on(client.rerank(&ctx, "q2", &["a", "b"])).unwrap_err().to_string();
+    assert!(err.contains("the answer is larger, over the 1048576 bytes"), "{err}");
+    streaming.join().unwrap();
 }

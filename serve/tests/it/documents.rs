@@ -148,6 +148,13 @@ async fn uploaded_files_are_documents_and_an_unreadable_one_fails_alone() {
     ] {
         assert!(statuses.contains(&(source.to_owned(), status.to_owned())), "{source} {status}: {statuses:?}");
     }
+    // `done` says the job was applied; a note says how many of its documents were not.
+    assert_eq!(
+        job["notes"],
+        serde_json::json!([
+            "3 of the 6 documents failed (each one's message is in `documents`); the others are served"
+        ])
+    );
     let broken = job["documents"].as_array().unwrap().iter().find(|d| d["source"] == "broken.txt").unwrap();
     assert!(broken["message"].as_str().unwrap().contains("invalid UTF-8"), "{broken}");
     let ferry = job["documents"].as_array().unwrap().iter().find(|d| d["source"] == "ferry notes.md").unwrap();

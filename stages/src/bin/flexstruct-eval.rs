@@ -166,6 +166,23 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
             return Ok(Outcome::Ok);
         }
     };
-    flexstruct_stages::say!("eval: report {}", report.display());
-    Ok(Outcome::Ok)
+    flexstruct_stages::say!("eval: report {}", report.report.display());
+    // A configured step that did not work is said loudly and in the exit code, after the
+    // results (labelled with what happened) are written.
+    match (report.rerank_asked, report.rerank_failed) {
+        (_, 0) => Ok(Outcome::Ok),
+        (asked, failed) if failed == asked => anyhow::bail!(
+            "re-ranking never worked: it failed for all {asked} questions it was asked for ({}); the report \
+             gives the strategies' own order, not labelled +rerank",
+            report.rerank_failure.as_deref().unwrap_or("no reason recorded")
+        ),
+        (asked, failed) => {
+            flexstruct_stages::say!(
+                "eval: re-ranking failed for {failed} of {asked} questions ({}); they keep the strategy's own \
+                 order and are counted in the report",
+                report.rerank_failure.as_deref().unwrap_or("no reason recorded")
+            );
+            Ok(Outcome::Partial)
+        }
+    }
 }

@@ -95,6 +95,9 @@ fn run(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<Outcome> {
     let local = location.open_local(Selection::Tables(&read), false)?;
     let index = Index::open(local.path())?;
     let engine = compose::open_engine(&index, &config)?;
+    for note in &engine.kb.notes {
+        flexstruct_stages::say!("query: {note}");
+    }
     let prepared = engine.prepare_for(questions, config.query.mode)?;
     let answers = engine.answer(&prepared, &config.query)?;
     engine.record_calls()?;
@@ -128,8 +131,12 @@ fn run(args: Args, matches: &clap::ArgMatches) -> anyhow::Result<Outcome> {
 /// The answer, then each piece of evidence with its document, span and the cited source text.
 fn for_a_person(a: &Answer, index: &Index, show: usize) -> anyhow::Result<String> {
     let mut s = String::new();
-    let answer =
-        if a.answer.is_empty() { "(no answer: nothing was retrieved and no LLM is configured)" } else { &a.answer };
+    let answer = match (a.answer.is_empty(), a.generator, a.evidence.is_empty()) {
+        (false, ..) => a.answer.as_str(),
+        (true, "failed", _) => "(no answer: the LLM failed, below)",
+        (true, _, true) => "(no answer: nothing was retrieved)",
+        (true, _, false) => "(no answer: no sentence of the evidence below can be cited)",
+    };
     s.push_str(&format!("Q: {}\nA: {answer}\n", a.question));
     for note in &a.notes {
         s.push_str(&format!("   note: {note}\n"));

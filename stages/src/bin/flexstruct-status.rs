@@ -85,14 +85,17 @@ fn for_a_person(status: &IndexStatus, location: &IndexLocation, show: usize) -> 
     }
     out += &match &status.kb {
         KbState::UpToDate => "\nkb: up to date (merged from exactly these tables)\n".to_owned(),
-        KbState::Stale => {
-            "\nkb: stale: the tables changed since the last merge (`make merge` rebuilds it)\n".to_owned()
+        KbState::Stale(reasons) => {
+            format!("\nkb: stale: a merge would rebuild (`make merge`):\n  {}\n", reasons.join("\n  "))
         }
         KbState::Missing => "\nkb: not merged yet (`make merge`)\n".to_owned(),
         KbState::Incomplete(problems) => {
             format!("\nkb: a merge would be refused until the stages finish:\n  {}\n", problems.join("\n  "))
         }
     };
+    for damaged in &status.damaged {
+        out += &format!("damaged: {damaged}\n");
+    }
     if status.failures.is_empty() {
         out += "failures: none\n";
     } else {

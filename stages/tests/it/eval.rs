@@ -284,3 +284,67 @@ fn the_judge_can_be_another_endpoint_and_failed_gradings_are_counted() {
     assert!(report.contains(&format!("of {} graded", rows.len())), "{report}");
     assert!(report.contains("judge-model"), "the report names the judge");
 }
+
+#[test]
+fn a_reranker_that_fails_is_counted_labelled_and_fails_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    copy_dir(sample_index(), &index);
+    let questions = questions_file();
+    let run = |url: &str, out: &Path| {
+        let mut env = ENV.to_vec();
+        env.extend([
+            ("FLEXSTRUCT_RERANK__BASE_URL", url),
+            ("FLEXSTRUCT_RERANK__MODEL", "cross-encoder"),
+            ("FLEXSTRUCT_RERANK__API_KEY_ENV", ""),
+            ("FLEXSTRUCT_RERANK__MAX_RETRIES", "0"),
+            ("FLEXSTRUCT_QUERY__RERANK_CANDIDATES", "40"),
+        ]);
+        let args = ["run", "--modes", "chunks", "--index", index.to_str().unwrap(), "--questions"];
+        let mut args = args.to_vec();
+        args.extend([questions.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        run_env("eval", &args, &env)
+    };
+
+    // An endpoint nobody answers: every re-ranking fails, and nothing says it was re-ranked.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = tmp.path().join("never");
+    let r = run(&format!("http://127.0.0.1:{port}/v1"), &out);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    // Every question with two pieces or more to order asked, and failed (the others had too
+    // few: not asked, not failed), each saying why.
+    let rows = results(&out);
+    let failed = rows.iter().filter(|row| row["rerank"] == "failed").count();
+    assert!(failed > 0 && rows.iter().all(|row| row["rerank"] == "failed" || row["rerank"] == "too_few"));
+    for row in rows.iter().filter(|row| row["rerank"] == "failed") {
+        let notes = row["notes"].as_array().unwrap();
+        assert!(notes.iter().any(|n| n.as_str().unwrap().starts_with("rerank: ")), "{row}");
+    }
+    let never = format!("re-ranking never worked: it failed for all {failed} questions it was asked for");
+    assert!(r.stderr.contains(&never), "{}", r.stderr);
+    let s = summary(&out);
+    let counted = (s["chunks"]["n_reranked"].as_u64(), s["chunks"]["n_rerank_failed"].as_u64());
+    assert_eq!(counted, (Some(0), Some(failed as u64)));
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains(&format!("| chunks (re-ranking failed for all {failed}) | 12 |")), "{report}");
+    assert!(report.contains(&format!("re-ranking FAILED for {failed} of the {failed} questions")), "{report}");
+    let statuses = query(&index, "SELECT DISTINCT status FROM llm_calls WHERE purpose = 'rerank'");
+    assert_eq!(statuses, vec![serde_json::json!({"status": "connection"})]);
+
+    // One that refuses some questions: those are counted apart, the others are re-ranked.
+    let server = FakeLlm::start(|request| match request.body["query"].as_str() {
+        Some(q) if q.contains("Larkspur") => Reply::Status { code: 400, retry_after: None },
+        _ => flexstruct_testkit::rerank_responder(request),
+    });
+    let out = tmp.path().join("some");
+    let r = run(&server.base_url(), &out);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let rows = results(&out);
+    let failed = rows.iter().filter(|r| r["rerank"] == "failed").count();
+    let done = rows.iter().filter(|r| r["rerank"] == "reranked").count();
+    assert!(failed > 0 && done > 0, "{failed} failed, {done} re-ranked");
+    let said = format!("re-ranking failed for {failed} of {} questions", failed + done);
+    assert!(r.stderr.contains(&said), "{}", r.stderr);
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains(&format!("| chunks (+rerank for {done}; failed for {failed}) | 12 |")), "{report}");
+}

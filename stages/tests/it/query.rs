@@ -561,7 +561,10 @@ fn a_reranker_orders_the_first_pieces_and_a_failing_one_leaves_the_order_alone()
     assert!(texts(&own).len() >= 2, "{own}");
 
     let reranked = ask(&[]);
-    assert_eq!(reranked["variant"], "sentence-window +rerank");
+    assert_eq!(
+        (reranked["variant"].as_str(), reranked["rerank"].as_str()),
+        (Some("sentence-window +rerank"), Some("reranked"))
+    );
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].path, "/v1/rerank");
@@ -589,6 +592,8 @@ fn a_reranker_orders_the_first_pieces_and_a_failing_one_leaves_the_order_alone()
     server.script([Reply::Status { code: 400, retry_after: None }]);
     let refused = ask(&[]);
     assert_eq!(texts(&refused), texts(&own));
+    // Labelled with what happened: not re-ranked.
+    assert_eq!((refused["variant"].as_str(), refused["rerank"].as_str()), (Some("sentence-window"), Some("failed")));
     let notes = refused["notes"].as_array().unwrap();
     assert!(
         notes.iter().any(|n| n.as_str().unwrap().starts_with("rerank: the endpoint answered HTTP 400")),

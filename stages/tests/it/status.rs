@@ -106,6 +106,23 @@ fn status_says_what_the_next_runs_will_do() {
     assert_eq!(code, 0, "{done:#}");
     assert_eq!(done["kb"]["state"], "up_to_date");
 
+    // A kb part deleted: named as such, not blamed on changed tables; the merge writes it again.
+    let kb_part = std::fs::read_dir(index.join("kb/entities")).unwrap().next().unwrap().unwrap().path();
+    let bucket = kb_part.file_stem().unwrap().to_str().unwrap().trim_start_matches("part-").to_owned();
+    std::fs::remove_file(&kb_part).unwrap();
+    let (code, deleted) = status(i, c, ENV);
+    assert_eq!((code, deleted["kb"]["state"].as_str()), (1, Some("stale")), "{deleted:#}");
+    assert_eq!(
+        deleted["kb"]["problems"],
+        serde_json::json!([format!(
+            "bucket {bucket}: no readable part of kb/entities (deleted, damaged or never written)"
+        )])
+    );
+    let person = run_env("status", &["--index", i, "--config", c], ENV);
+    assert!(person.stdout.contains("kb: stale: a merge would rebuild (`make merge`):\n  bucket "), "{}", person.stdout);
+    assert_eq!(run_env("merge", &["--index", i, "--config", c, "-q"], ENV).code, 0);
+    assert_eq!(status(i, c, ENV).0, 0);
+
     // A stage's part lost: that bucket is missing there, and a merge would be refused, saying why.
     let items = index.join("items");
     let part = std::fs::read_dir(&items).unwrap().next().unwrap().unwrap().path();

@@ -399,22 +399,32 @@ pub fn retrieve_batch(
 }
 
 /// A note for each kind of unit whose similarity scan came back empty because of its threshold
-/// (the kb has such units, none is as similar to the question as the threshold asks), so that an
-/// answer from little or no evidence says why.
+/// (the kb has such units, none is as similar to the question as the threshold asks), or because
+/// the strategy asks for none of them (a breadth of 0), so that an answer from little or no
+/// evidence says why.
 fn threshold_notes(kb: &Kb, plan: &ScanPlan, scanned: &Scanned) -> Vec<String> {
     let scans = [
-        ("hyperedge", "tau_eh", plan.hyperedges, &scanned.hyperedges, kb.hyperedges.vectors.len()),
-        ("edge", "tau_e", plan.edges, &scanned.edges, kb.edges.vectors.len()),
-        ("chunk", "tau_chunk", plan.chunks, &scanned.chunks, kb.chunks.vectors.len()),
+        ("hyperedge", "tau_eh", "n_eh", plan.hyperedges, &scanned.hyperedges, kb.hyperedges.vectors.len()),
+        ("edge", "tau_e", "n_e", plan.edges, &scanned.edges, kb.edges.vectors.len()),
+        ("chunk", "tau_chunk", "chunk_k", plan.chunks, &scanned.chunks, kb.chunks.vectors.len()),
     ];
     scans
         .into_iter()
-        .filter_map(|(unit, key, scan, hits, units)| {
-            let tau = scan?.threshold;
-            (hits.is_empty() && units > 0 && tau > f32::MIN).then(|| {
+        .filter_map(|(unit, tau_key, breadth_key, scan, hits, units)| {
+            let Scan { threshold: tau, k } = scan?;
+            if !hits.is_empty() || units == 0 {
+                return None;
+            }
+            if k == 0 {
+                return Some(format!(
+                    "no {unit} is retrieved: the strategy asks for 0 of them (query.{breadth_key}, or its own breadth, \
+                     is 0)"
+                ));
+            }
+            (tau > f32::MIN).then(|| {
                 format!(
-                    "no {unit} of the kb is as similar to the question as the threshold {tau:.3} asks (query.{key}); \
-                     lower it to search wider"
+                    "no {unit} of the kb is as similar to the question as the threshold {tau:.3} asks \
+                     (query.{tau_key}); lower it to search wider"
                 )
             })
         })

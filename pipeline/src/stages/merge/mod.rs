@@ -149,7 +149,7 @@ fn merge_bucket(
     }
     let (expected, rows_in) = bucket_fingerprint(index, model, bucket)?;
     metrics.rows_in += rows_in;
-    if bucket_state(index, bucket, &expected)? == KbState::UpToDate {
+    if bucket_state(index, bucket, &expected)? == BucketKb::UpToDate {
         metrics.units_skipped += 1;
         for (t, _) in queries {
             metrics.rows_out += part_row_count(&index.bucket_path(*t, bucket))?;
@@ -276,26 +276,46 @@ fn bucket_fingerprint(index: &Index, model: &str, bucket: u32) -> Result<(String
 pub enum KbState {
     /// Merged from exactly the current per-document tables: a merge would do nothing.
     UpToDate,
-    /// Merged from other tables (documents or stages changed since): a merge would rebuild it
-    /// (the buckets that changed, and the global parts).
-    Stale,
+    /// A merge would rebuild part of it: what differs, bucket by bucket (parts merged from other
+    /// tables, parts missing, the global parts), up to [`MAX_REASONS`].
+    Stale(Vec<String>),
     /// Not merged yet.
     Missing,
     /// A merge would be refused: per-document stages have not finished (the problems say where).
     Incomplete(Vec<String>),
 }
 
-fn bucket_state(index: &Index, bucket: u32, expected: &str) -> Result<KbState> {
-    let fingerprints = KB_BUCKET_TABLES
-        .into_iter()
-        .map(|t| output_fingerprint(&index.bucket_path(t, bucket), t))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(if fingerprints.iter().all(|fp| fp.as_deref() == Some(expected)) {
-        KbState::UpToDate
-    } else if fingerprints.iter().all(Option::is_none) {
-        KbState::Missing
+/// Most reasons a stale kb lists.
+pub const MAX_REASONS: usize = 8;
+
+/// One bucket's kb parts against what a merge would write now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum BucketKb {
+    /// Every part is of the current per-document parts.
+    UpToDate,
+    /// No part: never merged.
+    Missing,
+    /// Some parts are absent (`missing`), or merged from other tables (`other`).
+    Stale { missing: Vec<Table>, other: Vec<Table> },
+}
+
+fn bucket_state(index: &Index, bucket: u32, expected: &str) -> Result<BucketKb> {
+    let mut missing = Vec::new();
+    let mut other = Vec::new();
+    for table in KB_BUCKET_TABLES {
+        match output_fingerprint(&index.bucket_path(table, bucket), table)? {
+            // Absent, or unreadable (a merge writes it again either way).
+            None => missing.push(table),
+            Some(fp) if fp != expected => other.push(table),
+            Some(_) => {}
+        }
+    }
+    Ok(if missing.is_empty() && other.is_empty() {
+        BucketKb::UpToDate
+    } else if missing.len() == KB_BUCKET_TABLES.len() {
+        BucketKb::Missing
     } else {
-        KbState::Stale
+        BucketKb::Stale { missing, other }
     })
 }
 
@@ -311,18 +331,45 @@ pub fn survey(index: &Index, model: &str) -> Result<KbState> {
     let mut states = Vec::new();
     for bucket in (0..index.settings().buckets).filter(|&b| index.bucket_path(Table::Documents, b).is_file()) {
         let (expected, _) = bucket_fingerprint(index, model, bucket)?;
-        states.push(bucket_state(index, bucket, &expected)?);
+        states.push((bucket, bucket_state(index, bucket, &expected)?));
     }
     let thresholds = output_fingerprint(&index.kb_part(Table::KbThresholds), Table::KbThresholds)?;
-    Ok(if states.iter().all(|s| *s == KbState::Missing) && thresholds.is_none() {
-        KbState::Missing
-    } else if states.iter().all(|s| *s == KbState::UpToDate)
-        && thresholds == Some(kb_parts_fingerprint(index, &KB_BUCKET_TABLES)?)
-    {
-        KbState::UpToDate
-    } else {
-        KbState::Stale
-    })
+    if states.iter().all(|(_, s)| *s == BucketKb::Missing) && thresholds.is_none() {
+        return Ok(KbState::Missing);
+    }
+    let names = |tables: &[Table]| tables.iter().map(|t| t.dir()).collect::<Vec<_>>().join(", ");
+    let mut reasons: Vec<String> = states
+        .iter()
+        .filter_map(|(bucket, state)| match state {
+            BucketKb::UpToDate => None,
+            BucketKb::Missing => Some(format!("bucket {bucket:04}: not merged yet (documents added since)")),
+            BucketKb::Stale { missing, other } => {
+                let mut why = Vec::new();
+                if !missing.is_empty() {
+                    why.push(format!("no readable part of {} (deleted, damaged or never written)", names(missing)));
+                }
+                if !other.is_empty() {
+                    why.push(format!("{} merged from other tables (documents or stages changed since)", names(other)));
+                }
+                Some(format!("bucket {bucket:04}: {}", why.join("; ")))
+            }
+        })
+        .collect();
+    if reasons.is_empty() {
+        match thresholds {
+            None => reasons.push(format!("{}: missing", Table::KbThresholds.dir())),
+            Some(fp) if fp != kb_parts_fingerprint(index, &KB_BUCKET_TABLES)? => {
+                reasons.push(format!("{}: of another merge than the kb's parts", Table::KbThresholds.dir()))
+            }
+            Some(_) => return Ok(KbState::UpToDate),
+        }
+    }
+    if reasons.len() > MAX_REASONS {
+        let more = reasons.len() - MAX_REASONS;
+        reasons.truncate(MAX_REASONS);
+        reasons.push(format!("… and {more} more buckets"));
+    }
+    Ok(KbState::Stale(reasons))
 }
 
 /// Checks that every per-document stage has finished on every bucket: a bucket with documents

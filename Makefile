@@ -42,7 +42,7 @@ EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONF
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help modes build model onnx demo lint test serve-test serve fuzz bench bench-serve bench-embed bench-scale llm-index slurm-index slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
+.PHONY: help modes build model onnx demo lint test serve-test serve fuzz bench bench-serve bench-embed bench-scale llm-index slurm-index slurm-status slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -115,9 +115,14 @@ ACCOUNT   ?=
 CPUS      ?= 2
 MEM       ?= 4G
 TIME      ?= 02:00:00
-slurm-index: build ## Submit the construction of INDEX from CORPUS to Slurm: SHARDS array tasks per stage (PARTITION= ACCOUNT= CPUS= MEM= TIME= per task), then the merge; prints the job ids
+SIGNAL_SECS ?= 120
+REPLACE   ?= 0
+slurm-index: build ## Submit the construction of INDEX from CORPUS to Slurm: SHARDS array tasks per stage (PARTITION= ACCOUNT= CPUS= MEM= TIME= per task, CPUS_EMBED=… per stage), then the merge (PATHS=1: and the path index); refuses while INDEX's chain is queued (REPLACE=1 cancels it); prints the job ids
 	PARTITION=$(PARTITION) ACCOUNT=$(ACCOUNT) CPUS=$(CPUS) MEM=$(MEM) TIME=$(TIME) CONFIG=$(CONFIG) BIN=$(BIN) \
-	  cluster/slurm/submit.sh $(CORPUS) $(INDEX) $(SHARDS)
+	  SIGNAL_SECS=$(SIGNAL_SECS) PATHS=$(PATHS) REPLACE=$(REPLACE) cluster/slurm/submit.sh $(CORPUS) $(INDEX) $(SHARDS)
+
+slurm-status: build ## The Slurm chain of INDEX (squeue, and sacct where accounting is on) beside flexstruct-status
+	BIN=$(BIN) CONFIG=$(CONFIG) cluster/slurm/status.sh $(INDEX)
 
 slurm-test: build ## Set up a one-node Slurm (installing slurm-wlm and munge if missing), check that make slurm-index SHARDS=4 builds the sample's kb exactly as make index does, tear it down
 	cluster/slurm/test.sh

@@ -6,7 +6,10 @@
 //! - `0`: done, nothing failed;
 //! - `1`: done, but some units failed (each is a row in the `failures` table and is retried by
 //!   the next run);
-//! - `2`: nothing was done: bad flags, bad configuration, unusable index or input.
+//! - `2`: nothing was done: bad flags, bad configuration, unusable index or input;
+//! - `130` / `143`: stopped by SIGINT / SIGTERM (what Slurm sends before a time limit or a
+//!   preemption): the buckets finished are kept, the one in progress is abandoned and its
+//!   temporary files removed; a rerun does the rest.
 #![warn(missing_docs)]
 
 /// Every stage binary allocates with mimalloc. With glibc's allocator, the tensors MiniLM creates
@@ -144,7 +147,11 @@ impl ThreadsArg {
 
 /// Flags of a stage that reads and writes only index tables (every stage but ingest).
 #[derive(Debug, Clone, clap::Parser)]
-#[command(version, after_help = "Exit codes: 0 ok, 1 some units failed (see the failures table), 2 error.")]
+#[command(
+    version,
+    after_help = "Exit codes: 0 ok, 1 some units failed (see the failures table), 2 error, 130/143 stopped by \
+                  SIGINT/SIGTERM (finished buckets kept; a rerun does the rest)."
+)]
 pub struct TableStageArgs {
     /// Flags every stage takes.
     #[command(flatten)]
@@ -302,6 +309,51 @@ impl Progress for Bar {
     }
 }
 
+/// Exit code of a run stopped by SIGINT (128 + 2, as shells report it).
+pub const EXIT_SIGINT: i32 = 130;
+/// Exit code of a run stopped by SIGTERM (128 + 15).
+pub const EXIT_SIGTERM: i32 = 143;
+
+/// From the first call on, SIGTERM (what Slurm sends before a time limit or a preemption, and
+/// `scancel`) and SIGINT (Ctrl-C) stop the process cleanly: every part is written through a
+/// temporary file renamed into place, so a finished bucket is whole on disk and the one in
+/// progress has written nothing but temporary files, which are removed; the process then exits
+/// with [`EXIT_SIGTERM`] or [`EXIT_SIGINT`] and a rerun does what is left. (On an `s3://` index
+/// the working copy is pushed only at the end of a run: a stopped run's work is redone.)
+pub fn stop_cleanly_on_signals() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let listening = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let ready = listening.clone();
+        let spawned = std::thread::Builder::new().name("signals".into()).spawn(move || {
+            use tokio::signal::unix::{SignalKind, signal};
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_io().build() else {
+                ready.wait();
+                return;
+            };
+            runtime.block_on(async move {
+                let handlers = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()));
+                ready.wait();
+                let (Ok(mut term), Ok(mut int)) = handlers else { return };
+                let (name, code) = tokio::select! {
+                    _ = term.recv() => ("SIGTERM", EXIT_SIGTERM),
+                    _ = int.recv() => ("SIGINT", EXIT_SIGINT),
+                };
+                let removed = flexstruct_pipeline::io::files::remove_live_temps();
+                say!(
+                    "stopped by {name}: the buckets finished are kept; the work in progress was abandoned ({removed} \
+                     temporary files removed); a rerun does the rest"
+                );
+                std::process::exit(code);
+            });
+        });
+        // Handlers are in place before the run begins (or there are none, and signals kill).
+        if spawned.is_ok() {
+            listening.wait();
+        }
+    });
+}
+
 /// Loads the configuration and opens (or, for ingest, creates) the index at `root`.
 pub fn open(args: &CommonArgs, root: &Path, create: bool) -> anyhow::Result<(Config, Index)> {
     let config = args.config.load()?;
@@ -319,6 +371,7 @@ pub fn run_stage<D: Serialize>(
     create_index: bool,
     body: impl FnOnce(&RunContext<'_>, &Config) -> flexstruct_pipeline::Result<StageMetrics<D>>,
 ) -> anyhow::Result<Outcome> {
+    stop_cleanly_on_signals();
     args.threads.init()?;
     let kb_tables: Vec<Table> = Table::ALL.into_iter().filter(|t| t.is_kb()).collect();
     let selection = match (name, args.shard == Shard::ALL) {

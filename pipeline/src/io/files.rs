@@ -2,14 +2,53 @@
 //! readers and a run killed midway only ever see the old file or the complete new one. Every
 //! file of an index is written this way.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{LazyLock, Mutex};
 
 use crate::core::{Error, Result};
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// The temporary files this process is writing now: what a stop on a signal removes.
+static LIVE_TEMPS: LazyLock<Mutex<HashSet<PathBuf>>> = LazyLock::new(Default::default);
+
+/// A temporary file being written, listed in [`LIVE_TEMPS`] while it lives.
+struct LiveTemp(PathBuf);
+
+impl LiveTemp {
+    fn new(path: PathBuf) -> LiveTemp {
+        if let Ok(mut live) = LIVE_TEMPS.lock() {
+            live.insert(path.clone());
+        }
+        LiveTemp(path)
+    }
+}
+
+impl Drop for LiveTemp {
+    fn drop(&mut self) {
+        if let Ok(mut live) = LIVE_TEMPS.lock() {
+            live.remove(&self.0);
+        }
+    }
+}
+
+/// Removes the temporary files this process is writing (a process stopping on a signal, which
+/// abandons the work in progress); returns how many it removed. What is written after this
+/// call is left to [`remove_stale_temps`] of the next run.
+pub fn remove_live_temps() -> usize {
+    remove_live(|_| true)
+}
+
+/// Removes the live temporary files `which` picks.
+fn remove_live(which: impl Fn(&Path) -> bool) -> usize {
+    let Ok(mut live) = LIVE_TEMPS.lock() else { return 0 };
+    let picked: Vec<PathBuf> = live.iter().filter(|path| which(path)).cloned().collect();
+    picked.iter().filter(|path| live.remove(*path) && std::fs::remove_file(path).is_ok()).count()
+}
 
 /// A temporary sibling of `path` (hidden, so table listings never see it).
 fn temp_sibling(path: &Path) -> PathBuf {
@@ -57,13 +96,14 @@ pub(super) fn write_atomic(path: &Path, write: impl FnOnce(File) -> Result<()>) 
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(Error::io("creating the table folder", dir))?;
     }
-    let temp = temp_sibling(path);
-    let result = File::create(&temp)
-        .map_err(Error::io("creating a temporary file", &temp))
+    let live = LiveTemp::new(temp_sibling(path));
+    let temp = &live.0;
+    let result = File::create(temp)
+        .map_err(Error::io("creating a temporary file", temp))
         .and_then(write)
-        .and_then(|()| std::fs::rename(&temp, path).map_err(Error::io("renaming the temporary file into place", path)));
+        .and_then(|()| std::fs::rename(temp, path).map_err(Error::io("renaming the temporary file into place", path)));
     if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
+        let _ = std::fs::remove_file(temp);
     }
     result
 }
@@ -113,5 +153,38 @@ mod tests {
             assert!(!dead.exists());
         }
         assert!(ours.exists() && part.exists());
+    }
+
+    #[test]
+    fn the_temporary_files_being_written_are_removed_on_a_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("part-0000.parquet");
+        let (started, stop) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+        std::thread::scope(|s| {
+            let writer = s.spawn(|| {
+                write_atomic(&target, |mut file| {
+                    file.write_all(b"half").map_err(Error::io("writing", &target))?;
+                    started.wait();
+                    stop.wait();
+                    Ok(())
+                })
+            });
+            started.wait();
+            // Mid-write: the temporary file exists, and a stop removes it.
+            let temps = || {
+                std::fs::read_dir(dir.path())
+                    .unwrap()
+                    .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".tmp"))
+                    .count()
+            };
+            assert_eq!(temps(), 1);
+            // (Only this test's: other tests of this process write files at the same time.)
+            assert_eq!(remove_live(|path| path.starts_with(dir.path())), 1);
+            assert_eq!(temps(), 0);
+            stop.wait();
+            // The rename then fails: nothing half-written takes the part's place.
+            assert!(writer.join().unwrap().is_err());
+        });
+        assert!(!target.exists());
     }
 }

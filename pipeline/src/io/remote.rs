@@ -9,10 +9,13 @@
 //! removed. Objects stream between the store and the files, so a transfer holds a few parts in
 //! memory, not the index. Shards
 //! own disjoint buckets and write the log tables (`failures`, `manifest`, `llm_calls`) under keys
-//! of their own, so concurrent shards never write one key. A push first checks that every object
-//! it replaces or removes is still the version it pulled (and that every object it creates does
-//! not exist yet, unless with the same bytes): a concurrent run that changed one is reported as a
-//! conflict and nothing of that object is overwritten; a rerun redoes the work.
+//! of their own, so concurrent shards never write one key. A push writes an object only if it is
+//! still the version it pulled, and creates one only if none exists (unless with the same bytes):
+//! conditional `PUT`s (`If-Match` with the pulled ETag, `If-None-Match: *`), so that no other
+//! run's write can land between a check and the write; multipart uploads and removals, which
+//! object_store cannot make conditional, are checked just before. A concurrent run that changed
+//! an object is reported as a conflict and nothing of that object is overwritten; a rerun redoes
+//! the work.
 //!
 //! The query stage pulls only `kb/` and `documents`; SQL reads the objects in place
 //! (DataFusion over the same store, see [`super::sql::IndexSql::open_remote`]).
@@ -30,7 +33,7 @@ use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::{Path as Key, PathPart};
-use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::errors::ParquetError;
 use parquet::file::metadata::ParquetMetaDataReader;
@@ -475,17 +478,13 @@ impl WorkingCopy {
         if rel.starts_with(CACHE_PREFIX) && remote.store.head(&key).await.is_ok() {
             return Ok(());
         }
+        if length <= self.upload.multipart_above {
+            let bytes = PutPayload::from(std::fs::read(path).map_err(Error::io("reading the working copy", path))?);
+            return self.put_conditionally(rel, &key, bytes, digest).await;
+        }
+        // A multipart upload cannot be made conditional through object_store: checked just before.
         if !self.unchanged(rel, &key, Some(digest)).await? {
             return Err(conflict(remote.location(rel)));
-        }
-        if length <= self.upload.multipart_above {
-            let bytes = std::fs::read(path).map_err(Error::io("reading the working copy", path))?;
-            remote
-                .store
-                .put(&key, PutPayload::from(bytes))
-                .await
-                .map_err(Error::store("writing", remote.location(rel)))?;
-            return Ok(());
         }
         let upload = remote.store.put_multipart(&key).await.map_err(Error::store("writing", remote.location(rel)))?;
         let mut parts = object_store::WriteMultipart::new_with_chunk_size(upload, self.upload.part_bytes);
@@ -496,6 +495,43 @@ impl WorkingCopy {
                 let _ = parts.abort().await;
                 Err(e)
             }
+        }
+    }
+
+    /// Writes `bytes` to `key` only if the store still holds what was pulled there: created only
+    /// where nothing is (`If-None-Match: *`), replaced only where the pulled version still is
+    /// (`If-Match` with its ETag), so that no other run's write can land between a check and
+    /// this one. A refused write is fine when the object already holds these very bytes (two
+    /// runs wrote the same), and a conflict otherwise. A store that takes no conditions
+    /// (`AWS_CONDITIONAL_PUT=disabled`) is checked just before instead.
+    async fn put_conditionally(&self, rel: &str, key: &Key, bytes: PutPayload, digest: &[u8; 32]) -> Result<()> {
+        let remote = &self.remote;
+        let mode = match self.pulled.get(rel) {
+            None => PutMode::Create,
+            Some(Pulled { e_tag: Some(e_tag), .. }) => {
+                PutMode::Update(UpdateVersion { e_tag: Some(e_tag.clone()), version: None })
+            }
+            // Pulled from a store that gives no ETags: only a check before the write is possible.
+            Some(Pulled { e_tag: None, .. }) => PutMode::Overwrite,
+        };
+        if matches!(mode, PutMode::Overwrite) && !self.unchanged(rel, key, Some(digest)).await? {
+            return Err(conflict(remote.location(rel)));
+        }
+        match remote.store.put_opts(key, bytes.clone(), PutOptions::from(mode)).await {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
+                match remote.stream(rel, key, |_| Ok(())).await {
+                    Ok(current) if &current == digest => Ok(()),
+                    _ => Err(conflict(remote.location(rel))),
+                }
+            }
+            Err(object_store::Error::NotImplemented { .. }) => {
+                if !self.unchanged(rel, key, Some(digest)).await? {
+                    return Err(conflict(remote.location(rel)));
+                }
+                remote.store.put(key, bytes).await.map(drop).map_err(Error::store("writing", remote.location(rel)))
+            }
+            Err(e) => Err(Error::store("writing", remote.location(rel))(e)),
         }
     }
 
@@ -705,6 +741,87 @@ mod tests {
         assert!(err.to_string().contains("documents/part-0000.parquet: changed by another run"), "{err}");
         assert_eq!(get(&store, "some/prefix/documents/part-0000.parquet").as_deref(), Some("first"));
         assert_eq!(get(&store, "some/prefix/llm_cache/aa/aaaa.json").as_deref(), Some("same"));
+    }
+
+    /// A store in which another run writes `key` just before each write this run makes to it:
+    /// what a check before the write cannot see.
+    #[derive(Debug)]
+    struct Racing {
+        inner: Arc<InMemory>,
+        key: Key,
+    }
+
+    impl fmt::Display for Racing {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "Racing({})", self.inner)
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ObjectStore for Racing {
+        async fn put_opts(
+            &self,
+            location: &Key,
+            payload: PutPayload,
+            opts: PutOptions,
+        ) -> object_store::Result<object_store::PutResult> {
+            if *location == self.key {
+                self.inner.put(location, PutPayload::from_static(b"the other run's")).await?;
+            }
+            self.inner.put_opts(location, payload, opts).await
+        }
+        async fn put_multipart_opts(
+            &self,
+            location: &Key,
+            opts: object_store::PutMultipartOptions,
+        ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+            self.inner.put_multipart_opts(location, opts).await
+        }
+        async fn get_opts(
+            &self,
+            location: &Key,
+            options: object_store::GetOptions,
+        ) -> object_store::Result<object_store::GetResult> {
+            self.inner.get_opts(location, options).await
+        }
+        fn delete_stream(
+            &self,
+            locations: futures::stream::BoxStream<'static, object_store::Result<Key>>,
+        ) -> futures::stream::BoxStream<'static, object_store::Result<Key>> {
+            self.inner.delete_stream(locations)
+        }
+        fn list(&self, prefix: Option<&Key>) -> futures::stream::BoxStream<'static, object_store::Result<ObjectMeta>> {
+            self.inner.list(prefix)
+        }
+        async fn list_with_delimiter(&self, prefix: Option<&Key>) -> object_store::Result<object_store::ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+        async fn copy_opts(
+            &self,
+            from: &Key,
+            to: &Key,
+            options: object_store::CopyOptions,
+        ) -> object_store::Result<()> {
+            self.inner.copy_opts(from, to, options).await
+        }
+    }
+
+    #[test]
+    fn another_runs_write_between_the_check_and_the_write_is_never_overwritten() {
+        let inner = Arc::new(InMemory::new());
+        put(&inner, "some/prefix/index.json", "{}");
+        put(&inner, "some/prefix/documents/part-0000.parquet", "v1");
+        for key in ["some/prefix/documents/part-0000.parquet", "some/prefix/documents/part-0001.parquet"] {
+            let racing = Arc::new(Racing { inner: inner.clone(), key: Key::from(key) });
+            let url = url::Url::parse("s3://bucket/some/prefix").unwrap();
+            let remote = RemoteIndex::with_store(url, racing as Arc<dyn ObjectStore>).unwrap();
+            let copy = remote.pull(Selection::Everything, false).unwrap();
+            std::fs::write(copy.path().join(key.trim_start_matches("some/prefix/")), "this run's").unwrap();
+            // Replacing what was pulled, and creating what was not: the other run's write stays.
+            let err = copy.push().unwrap_err().to_string();
+            assert!(err.contains("changed by another run"), "{key}: {err}");
+            assert_eq!(get(&inner, key).as_deref(), Some("the other run's"), "{key}");
+        }
     }
 
     #[test]

@@ -22,7 +22,8 @@ use flexstruct_stages::{CommonArgs, Outcome, exit, run_stage, say};
                   flexstruct-index --list-stages\n\
                   With --shard K/N every stage works on its shard's buckets, the merge included; run the \
                   merge once more without --shard when every shard is done.\n\
-                  Exit codes: 0 ok, 1 a stage left failed units (see the failures table), 2 error."
+                  Exit codes: 0 ok, 1 a stage left failed units (see the failures table), 2 error, 130/143 stopped \
+                  by SIGINT/SIGTERM (finished buckets kept; a rerun does the rest)."
 )]
 struct Args {
     #[command(flatten)]

@@ -11,7 +11,11 @@ use flexstruct_stages::{CommonArgs, exit, run_stage};
 
 /// Reads a corpus into the index's `documents` table (upsert by doc_id).
 #[derive(Debug, Parser)]
-#[command(version, after_help = "Exit codes: 0 ok, 1 some inputs failed (see the failures table), 2 error.")]
+#[command(
+    version,
+    after_help = "Exit codes: 0 ok, 1 some inputs failed (see the failures table), 2 error, 130/143 stopped by \
+                  SIGINT/SIGTERM (a rerun does the rest)."
+)]
 struct Args {
     #[command(flatten)]
     common: CommonArgs,

@@ -16,7 +16,8 @@ use flexstruct_stages::{CommonArgs, Outcome, exit, print_stdout, run_stage};
 #[derive(Debug, Parser)]
 #[command(
     version,
-    after_help = "Exit codes: 0 ok, 1 some units failed (see the failures table), 2 error.\nExamples:\n  \
+    after_help = "Exit codes: 0 ok, 1 some units failed (see the failures table), 2 error, 130/143 stopped by \
+                  SIGINT/SIGTERM.\nExamples:\n  \
                   flexstruct-paths --index data/indexes/sample\n  \
                   flexstruct-paths --index data/indexes/sample --ablate-dominance"
 )]

@@ -189,6 +189,50 @@ fn a_killed_run_resumes_without_asking_again_and_ends_with_the_same_tables() {
 }
 
 #[test]
+fn a_run_sent_sigterm_stops_cleanly_and_a_rerun_does_the_rest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slow = |r: &Request| Reply::Slow { delay: Duration::from_millis(25), then: Box::new(items_from_target(r)) };
+    let reference = corpus_index(tmp.path(), "reference", 24);
+    let server = FakeLlm::start(slow);
+    let env = llm_env(&server, &tmp.path().join("small.toml"));
+    assert_eq!(extract(&reference, &env).code, 0);
+    let total = server.request_count();
+
+    let index = corpus_index(tmp.path(), "index", 24);
+    let mut child = std::process::Command::new(bin("extract"));
+    child.args(["--index", index.to_str().unwrap()]).stderr(std::process::Stdio::piped());
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("FLEXSTRUCT_")) {
+        child.env_remove(k);
+    }
+    let child = child.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str()))).spawn().unwrap();
+    // What Slurm sends before a time limit or a preemption, once the run is under way.
+    let started = std::time::Instant::now();
+    while server.request_count() < total + 4 && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let sent = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(sent.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{stderr}");
+    assert!(stderr.contains("stopped by SIGTERM: the buckets finished are kept"), "{stderr}");
+    // Nothing half-written is left: no temporary file anywhere in the index.
+    let mut folders = vec![index.clone()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap().map(|e| e.unwrap().path()) {
+            assert!(!entry.to_string_lossy().ends_with(".tmp"), "{} was left", entry.display());
+            if entry.is_dir() {
+                folders.push(entry);
+            }
+        }
+    }
+    // The rerun does the rest and ends with the tables of an uninterrupted run.
+    let out = extract(&index, &env);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(tables(&reference), tables(&index));
+}
+
+#[test]
 fn the_llm_writes_summaries_above_tau_s_and_relations_around_anchors() {
     let tmp = tempfile::tempdir().unwrap();
     let index = corpus_index(tmp.path(), "index", 3);

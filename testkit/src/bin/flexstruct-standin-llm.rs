@@ -51,6 +51,10 @@ struct Args {
     /// Seconds a `timeout` fault waits before answering (set the client's timeout below it).
     #[arg(long, default_value_t = 3.0)]
     slow_seconds: f64,
+    /// Milliseconds every answer waits before it is sent (a slow server, for tests that stop a
+    /// run midway).
+    #[arg(long, default_value_t = 0)]
+    latency_ms: u64,
     /// Where to write the base URL (`http://127.0.0.1:PORT/v1`) once the server listens.
     #[arg(long, value_name = "FILE")]
     url_file: PathBuf,
@@ -116,7 +120,11 @@ fn main() -> std::process::ExitCode {
     });
     let server = {
         let state = state.clone();
-        FakeLlm::start(move |request| respond(&state, request))
+        let latency = Duration::from_millis(args.latency_ms);
+        FakeLlm::start(move |request| match respond(&state, request) {
+            reply if latency.is_zero() => reply,
+            reply => Reply::Slow { delay: latency, then: Box::new(reply) },
+        })
     };
     if let Err(e) = std::fs::write(&args.url_file, server.base_url()) {
         eprintln!("error: {}: {e}", args.url_file.display());

@@ -42,7 +42,7 @@ EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONF
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help modes build model onnx demo lint test serve-test serve fuzz bench bench-serve bench-embed bench-scale llm-index slurm-index slurm-status slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
+.PHONY: help modes build model onnx demo lint test serve-test serve fuzz bench bench-serve bench-embed bench-scale bench-slurm bench-s3 llm-index slurm-index slurm-status slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -124,8 +124,14 @@ slurm-index: build ## Submit the construction of INDEX from CORPUS to Slurm: SHA
 slurm-status: build ## The Slurm chain of INDEX (squeue, and sacct where accounting is on) beside flexstruct-status
 	BIN=$(BIN) CONFIG=$(CONFIG) cluster/slurm/status.sh $(INDEX)
 
+bench-slurm: build ## Wall time of building the sample and QA's corpus through a one-node Slurm on this machine with SHARD_COUNTS="1 2 4" array tasks per stage against one process (ROUNDS=3 each, medians)
+	BIN=$(BIN) ROUNDS=$(or $(ROUNDS),3) SHARD_COUNTS="$(SHARD_COUNTS)" cluster/slurm/bench.sh data/sample/corpus $(QA)/corpus.jsonl
+
 slurm-test: build ## Set up a one-node Slurm (installing slurm-wlm and munge if missing), check that make slurm-index SHARDS=4 builds the sample's kb exactly as make index does, tear it down
 	cluster/slurm/test.sh
+
+bench-s3: build ## What committing a kb costs on a local S3 server: the sample and QA's corpus built into s3://…, then merged ROUNDS=5 times with something new to commit; merge wall time and commit time, medians
+	BIN=$(BIN) ROUNDS=$(or $(ROUNDS),5) cluster/s3/bench.sh data/sample/corpus $(QA)/corpus.jsonl
 
 s3-test: build ## Start a local S3 server (moto_server from PyPI, installed into data/venv/ on first use) on 127.0.0.1, check that the sample indexes into s3://… (one process, and two concurrent shards) exactly as into a folder, stop it
 	cluster/s3/test.sh

@@ -5,40 +5,21 @@
 # concurrent shards per stage (the merge too, then its global step), and both kbs must equal the local-folder build's, table by table, read
 # in place by flexstruct-sql. A rerun must find every stage up to date (it writes back only its
 # manifest record), and so must flexstruct-status, queries of the remote index must answer exactly as the local one, and a prefix
-# that holds no index must be refused with its URL named; flexstruct-serve must answer from the S3 index
-# as the local one does and refuse to update it.
+# that holds no index must be refused with its URL named. Two merges racing on one index: one
+# commits, the other is refused, the kb stays whole; queries while merges replace the kb answer
+# from one whole kb each. flexstruct-serve must answer from the S3 index as the local one does and
+# refuse to update it.
 set -euo pipefail
 bin=${BIN:-target/debug}
-venv=${S3_VENV:-data/venv/moto}
-moto_version=5.2.5
-if [ ! -x "$venv/bin/moto_server" ]; then
-  echo "s3-test: installing moto[server]==$moto_version into $venv (PyPI)"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$moto_version"
-fi
+. cluster/s3/local.sh
 work=$(mktemp -d)
-server=""
 serve_pid=""
 cleanup() {
-  [ -n "$server" ] && kill "$server" 2>/dev/null || true
   [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null || true
-  rm -rf "$work"
+  stop_local_s3
 }
 trap cleanup EXIT
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$venv/bin/moto_server" -H 127.0.0.1 -p "$port" >"$work/moto.log" 2>&1 &
-server=$!
-for _ in $(seq 100); do curl -fs "http://127.0.0.1:$port/" >/dev/null 2>&1 && break; sleep 0.1; done
-
-# Only this server, with throwaway keys (moto accepts any).
-for v in $(env | awk -F= '/^AWS_/ { print $1 }'); do unset "$v"; done
-export AWS_ACCESS_KEY_ID=flexstruct-test AWS_SECRET_ACCESS_KEY=flexstruct-test AWS_REGION=us-east-1 \
-  AWS_ENDPOINT="http://127.0.0.1:$port" AWS_ALLOW_HTTP=true
-bucket=flexstruct-test
-"$venv/bin/python" - "$port" "$bucket" <<'PY'
-import sys, boto3
-boto3.client("s3", endpoint_url=f"http://127.0.0.1:{sys.argv[1]}", region_name="us-east-1").create_bucket(Bucket=sys.argv[2])
-PY
+start_local_s3
 
 export FLEXSTRUCT_EMBED__MODEL=hashing-64
 run() { make --no-print-directory "$@" >"$work/make.log" 2>&1 || { tail -n 30 "$work/make.log" >&2; exit 1; }; }
@@ -94,6 +75,80 @@ if "$bin/flexstruct-query" --index "s3://$bucket/nothing-here" "Who?" 2>"$work/m
 fi
 grep -q "s3://$bucket/nothing-here" "$work/missing.log" || { cat "$work/missing.log" >&2; exit 1; }
 echo "s3-test: reruns write nothing new, queries answer as from the local index, a missing index is named"
+
+# Two merges racing on one index: one commits, the other fails naming the generation that won (or
+# finds the same kb committed), and the kb stays whole. Each round both have something new to write
+# (approximate indexes of a number of lists no earlier round used), and they start together, so
+# they overlap; at least one round must show the refusal.
+refused=0
+for round in 1 2 3; do
+  pids=()
+  for lists in $((2 * round)) $((2 * round + 1)); do
+    FLEXSTRUCT_ANN__MIN_ROWS=1 FLEXSTRUCT_ANN__LISTS=$lists \
+      "$bin/flexstruct-merge" --index "s3://$bucket/sample" --quiet >"$work/race-$round-$lists.log" 2>&1 &
+    pids+=($!)
+  done
+  failed=0
+  for pid in "${pids[@]}"; do wait "$pid" || failed=$((failed + 1)); done
+  for log in "$work"/race-"$round"-*.log; do
+    if grep -q "error" "$log" && ! grep -q "another run committed kb generation" "$log"; then
+      cat "$log" >&2; echo "s3-test: a racing merge failed otherwise than by losing the race" >&2; exit 1
+    fi
+  done
+  [ "$failed" -le 1 ] || { cat "$work"/race-"$round"-*.log >&2; echo "s3-test: both racing merges failed" >&2; exit 1; }
+  refused=$((refused + failed))
+  "$bin/flexstruct-query" --index "s3://$bucket/sample" --questions data/sample/questions.jsonl --jsonl --quiet \
+    | python3 -c 'import json, sys; [print(json.dumps({k: v for k, v in json.loads(l).items() if not k.endswith("_ms")}, sort_keys=True)) for l in sys.stdin]' \
+    >"$work/race-answers.jsonl"
+  diff -q "$work/answers-local.jsonl" "$work/race-answers.jsonl" >/dev/null \
+    || { echo "s3-test: after round $round of racing merges the kb answers otherwise" >&2; exit 1; }
+done
+[ "$refused" -ge 1 ] || { echo "s3-test: the racing merges never overlapped in 3 rounds" >&2; exit 1; }
+echo "s3-test: of two merges racing, one commits and the other is refused ($refused of 3 rounds); the kb stays whole"
+
+# Queries of an index whose kb merges keep replacing, from another process (as from another
+# machine: no lock is shared): every query's answers must be those of one whole kb, the one with
+# the Kestrel Valley document or the one without it, never a mix and never a failure.
+mkdir -p "$work/corpus-full" "$work/corpus-small"
+cp data/sample/corpus/* "$work/corpus-full/"
+cp data/sample/corpus/* "$work/corpus-small/"
+rm "$work/corpus-small/kestrel-valley-water-compact.md"
+answers() {
+  "$bin/flexstruct-query" --index "$1" --questions data/sample/questions.jsonl --jsonl --quiet \
+    | python3 -c 'import json, sys; [print(json.dumps({k: v for k, v in json.loads(l).items() if not k.endswith("_ms")}, sort_keys=True)) for l in sys.stdin]'
+}
+for corpus in full small; do
+  "$bin/flexstruct-index" --index "$work/ref-$corpus" --corpus "$work/corpus-$corpus" --quiet 2>>"$work/flip.log"
+  answers "$work/ref-$corpus" >"$work/ref-$corpus.jsonl"
+done
+! diff -q "$work/ref-full.jsonl" "$work/ref-small.jsonl" >/dev/null || { echo "s3-test: the two kbs answer alike" >&2; exit 1; }
+"$bin/flexstruct-index" --index "s3://$bucket/flip" --corpus "$work/corpus-full" --quiet 2>>"$work/flip.log"
+(
+  n=0
+  while [ ! -e "$work/flips-done" ] || [ "$n" -lt 3 ]; do
+    n=$((n + 1))
+    answers "s3://$bucket/flip" >"$work/flip-$n.jsonl" 2>"$work/flip-$n.log" || echo "$n" >>"$work/flip-failed"
+  done
+) &
+reader=$!
+for corpus in small full small full; do
+  "$bin/flexstruct-index" --index "s3://$bucket/flip" --corpus "$work/corpus-$corpus" --prune --quiet 2>>"$work/flip.log" \
+    || { tail -n 20 "$work/flip.log" >&2; exit 1; }
+done
+touch "$work/flips-done"
+wait "$reader"
+if [ -e "$work/flip-failed" ]; then
+  for n in $(cat "$work/flip-failed"); do cat "$work/flip-$n.log" >&2; done
+  echo "s3-test: a query failed while merges replaced the kb" >&2; exit 1
+fi
+seen=""
+for answers in "$work"/flip-[0-9]*.jsonl; do
+  if diff -q "$answers" "$work/ref-full.jsonl" >/dev/null; then seen="$seen full"
+  elif diff -q "$answers" "$work/ref-small.jsonl" >/dev/null; then seen="$seen small"
+  else diff "$work/ref-full.jsonl" "$answers" >&2; echo "s3-test: $answers are the answers of neither kb" >&2; exit 1
+  fi
+done
+echo "s3-test: $(echo $seen | wc -w) queries while 4 merges replaced the kb each answered from one whole kb:$seen"
 
 # The service over the S3 index: answers as the local index does, and refuses updates (read-only).
 serve_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

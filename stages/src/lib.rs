@@ -387,15 +387,7 @@ pub fn run_stage<D: Serialize>(
         let pushed =
             copy.push().with_context(|| format!("writing the run's results back to {}", args.index.location))?;
         if !args.quiet {
-            say!(
-                "{name}: {}: pulled {} objects, wrote {} ({:.1} MB; {} in parts), removed {}",
-                args.index.location,
-                copy.pulled(),
-                pushed.written,
-                pushed.bytes as f64 / 1e6,
-                pushed.in_parts,
-                pushed.removed
-            );
+            say!("{name}: {}: pulled {} objects, {pushed}", args.index.location, copy.pulled());
         }
     }
     outcome

@@ -17,6 +17,10 @@
 //! an object is reported as a conflict and nothing of that object is overwritten; a rerun redoes
 //! the work.
 //!
+//! The kb is the exception: its files are objects that are never overwritten, made visible as a
+//! whole by one object written last, the commit record ([`super::commit`]); a working copy holds
+//! the kb as the record names it, and its push writes the kb's new objects, then the record.
+//!
 //! The query stage pulls only `kb/` and `documents`; SQL reads the objects in place
 //! (DataFusion over the same store, see [`super::sql::IndexSql::open_remote`]).
 //!
@@ -39,6 +43,9 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::ParquetMetaDataReader;
 use sha2::{Digest, Sha256};
 
+use super::commit::{
+    COMMIT_RECORD, Commit, DOCUMENTS_PREFIX, KbObject, STAGED_PREFIX, Staged, is_content_named, is_record,
+};
 use super::index::{Index, SETTINGS_FILE, Shard};
 use crate::core::{Error, IndexProblem, Result};
 use flexstruct_schemas::Table;
@@ -62,6 +69,13 @@ const UPLOAD: Upload = Upload { multipart_above: 64 << 20, part_bytes: 16 << 20 
 
 /// Parts of one object in flight at once.
 const PARTS_IN_FLIGHT: usize = 2;
+
+/// Pulls made before giving up when objects vanish under one (a merge removed the kb being read).
+const PULL_ATTEMPTS: usize = 3;
+
+/// How old an object that no record names must be before a commit removes it: time for readers
+/// still pulling the kb it belonged to, and for a merge still uploading its own.
+const GARBAGE_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The SHA-256 and length of a file, read in blocks.
 fn file_digest(path: &Path) -> Result<([u8; 32], u64)> {
@@ -183,6 +197,37 @@ impl Selection<'_> {
             (Selection::Tables(tables), Some(table)) => tables.contains(&table),
         }
     }
+
+    /// How a run pulling this sees the index.
+    fn view(&self) -> View {
+        match self {
+            Selection::Everything | Selection::MergeShard(_) => View::Merge,
+            Selection::Shard(_) => View::Live,
+            Selection::Tables(_) => View::Reader,
+        }
+    }
+
+    /// The tables whose files in the commit record a push of this copy replaces by its own.
+    fn committed_tables(&self) -> Vec<Table> {
+        let committed = |t: &Table| t.is_kb() || *t == Table::Documents;
+        match self {
+            Selection::Everything => Table::ALL.into_iter().filter(committed).collect(),
+            Selection::Tables(tables) => tables.iter().copied().filter(committed).collect(),
+            Selection::Shard(_) | Selection::MergeShard(_) => Vec::new(),
+        }
+    }
+}
+
+/// How a run sees an index on object storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum View {
+    /// The tables as they are, the kb as committed (stages before the merge, SQL).
+    Live,
+    /// Also what sharded merges staged (a merge, and status, which says what a merge would do).
+    Merge,
+    /// The kb as committed and the `documents` it was built from (queries, the service, the
+    /// path index).
+    Reader,
 }
 
 /// The table whose folder holds the object at `relative` (a path below the index root).
@@ -203,6 +248,32 @@ pub struct RemoteIndex {
 struct Pulled {
     digest: [u8; 32],
     e_tag: Option<String>,
+    /// The object it came from, below the index root (for a kb file, not the file's own name).
+    key: String,
+    bytes: u64,
+}
+
+/// The objects of an index as a run sees them: by the path of the file each holds, the kb's
+/// as its commit record (and, for a merge, the staged records) name them.
+#[derive(Debug)]
+struct Snapshot {
+    files: BTreeMap<String, ObjectMeta>,
+    kb: KbBase,
+}
+
+/// The kb records a snapshot was taken from.
+#[derive(Debug, Clone, Default)]
+struct KbBase {
+    /// The commit record and its ETag, when there is one.
+    commit: Option<(Commit, Option<String>)>,
+    /// The staged records read over it, with their ETags.
+    staged: Vec<(String, Option<String>)>,
+}
+
+impl KbBase {
+    fn commit(&self) -> Option<&Commit> {
+        self.commit.as_ref().map(|(c, _)| c)
+    }
 }
 
 impl RemoteIndex {
@@ -267,18 +338,94 @@ impl RemoteIndex {
         Ok(objects)
     }
 
-    /// Fails unless `objects` (as [`RemoteIndex::list`] returns them) hold the index's settings.
-    pub fn check_exists(&self, objects: &[(String, ObjectMeta)]) -> Result<()> {
-        if objects.iter().any(|(rel, _)| rel == SETTINGS_FILE) {
+    /// The index as a run sees it: every object outside the kb as it is listed, and the kb's
+    /// files as the commit record names them (an index whose kb predates commit records: its
+    /// kb objects as they are); for a reader, the documents too, when the record names them;
+    /// for a merge, overlaid by the staged records, oldest first.
+    async fn snapshot(&self, view: View) -> Result<Snapshot> {
+        let objects = self.list().await?;
+        let listed: BTreeMap<&str, &ObjectMeta> = objects.iter().map(|(rel, meta)| (rel.as_str(), meta)).collect();
+        let commit = match listed.get(COMMIT_RECORD) {
+            Some(meta) => Some(self.read_record::<Commit>(COMMIT_RECORD, &meta.location).await?),
+            None => None,
+        };
+        let mut files = BTreeMap::new();
+        for (rel, meta) in &objects {
+            let committed = is_record(rel) || rel.starts_with(DOCUMENTS_PREFIX);
+            if committed || in_kb(rel) && (commit.is_some() || is_content_named(rel)) {
+                continue;
+            }
+            files.insert(rel.clone(), meta.clone());
+        }
+        let named = |object: &KbObject, by: &str| {
+            listed.get(object.key.as_str()).map(|meta| (*meta).clone()).ok_or_else(|| {
+                let gone = object_store::Error::NotFound { path: object.key.clone(), source: "not listed".into() };
+                Error::store(
+                    "reading an object that the kb's record names",
+                    format!("{} ({by})", self.location(&object.key)),
+                )(gone)
+            })
+        };
+        if let Some((commit, _)) = &commit {
+            let is_documents = |file: &str| table_of(file) == Some(Table::Documents);
+            let pinned = view == View::Reader && commit.objects.keys().any(|f| is_documents(f));
+            if pinned {
+                files.retain(|rel, _| !is_documents(rel));
+            }
+            for (file, object) in commit.objects.iter().filter(|(file, _)| in_kb(file) || pinned) {
+                files.insert(file.clone(), named(object, COMMIT_RECORD)?);
+            }
+        }
+        let mut kb = KbBase { commit, staged: Vec::new() };
+        if view == View::Merge {
+            let mut records: Vec<&(String, ObjectMeta)> =
+                objects.iter().filter(|(rel, _)| rel.starts_with(STAGED_PREFIX)).collect();
+            records.sort_by_key(|(_, meta)| meta.last_modified);
+            for (rel, meta) in records {
+                let (record, e_tag) = self.read_record::<Staged>(rel, &meta.location).await?;
+                for (file, object) in &record.objects {
+                    match object {
+                        Some(object) => files.insert(file.clone(), named(object, rel)?),
+                        None => files.remove(file),
+                    };
+                }
+                kb.staged.push((rel.clone(), e_tag));
+            }
+        }
+        Ok(Snapshot { files, kb })
+    }
+
+    /// Reads a record (JSON) of the kb, with its ETag.
+    async fn read_record<T: serde::de::DeserializeOwned>(&self, rel: &str, key: &Key) -> Result<(T, Option<String>)> {
+        let object = self.store.get(key).await.map_err(Error::store("reading", self.location(rel)))?;
+        let e_tag = object.meta.e_tag.clone();
+        let bytes = object.bytes().await.map_err(Error::store("reading", self.location(rel)))?;
+        let record = serde_json::from_slice(&bytes).map_err(Error::store(
+            "reading the kb's record (damaged: remove it, and run flexstruct-merge to write the kb again)",
+            self.location(rel),
+        ))?;
+        Ok((record, e_tag))
+    }
+
+    /// The objects as SQL sees them ([`RemoteIndex::list`], with the kb as committed), by the
+    /// path of the file each holds.
+    pub async fn files(&self) -> Result<BTreeMap<String, ObjectMeta>> {
+        Ok(self.snapshot(View::Live).await?.files)
+    }
+
+    /// Fails unless `files` (as [`RemoteIndex::files`] returns them) hold the index's settings.
+    pub fn check_exists(&self, files: &BTreeMap<String, ObjectMeta>) -> Result<()> {
+        if files.contains_key(SETTINGS_FILE) {
             return Ok(());
         }
         let missing = std::io::Error::new(std::io::ErrorKind::NotFound, format!("no {SETTINGS_FILE}"));
         Err(Error::index(self.url.as_str(), IndexProblem::NotAnIndex(missing)))
     }
 
-    /// The part files of `table` among `objects` (as [`RemoteIndex::list`] returns them).
-    pub fn parts(objects: &[(String, ObjectMeta)], table: Table) -> Vec<&ObjectMeta> {
-        objects
+    /// The objects holding the part files of `table` among `files` (as [`RemoteIndex::files`]
+    /// returns them).
+    pub fn parts(files: &BTreeMap<String, ObjectMeta>, table: Table) -> Vec<&ObjectMeta> {
+        files
             .iter()
             .filter(|(rel, _)| table_of(rel) == Some(table) && rel.ends_with(".parquet"))
             .map(|(_, meta)| meta)
@@ -286,19 +433,30 @@ impl RemoteIndex {
     }
 
     /// Pulls the objects `selection` names into a new working copy. Unless `create`, the
-    /// index must exist (have its `index.json`).
+    /// index must exist (have its `index.json`). Objects that vanish meanwhile (a merge removed
+    /// the kb generation being read) make it start again, a few times.
     pub fn pull(&self, selection: Selection<'_>, create: bool) -> Result<WorkingCopy> {
+        let mut attempt = 1;
+        loop {
+            match self.pull_once(selection, create) {
+                Err(e) if attempt < PULL_ATTEMPTS && is_not_found(&e) => attempt += 1,
+                pulled => return pulled,
+            }
+        }
+    }
+
+    fn pull_once(&self, selection: Selection<'_>, create: bool) -> Result<WorkingCopy> {
         let dir = tempfile::Builder::new()
             .prefix("flexstruct-index-")
             .tempdir()
             .map_err(Error::io("creating a working copy", std::env::temp_dir()))?;
         let root = dir.path().to_owned();
-        let pulled = block_on(async {
-            let objects = self.list().await?;
+        let (pulled, kb) = block_on(async {
+            let Snapshot { files, kb } = self.snapshot(selection.view()).await?;
             if !create {
-                self.check_exists(&objects)?;
+                self.check_exists(&files)?;
             }
-            futures::stream::iter(objects.into_iter().filter(|(rel, _)| selection.wants(rel)))
+            let pulled = futures::stream::iter(files.into_iter().filter(|(rel, _)| selection.wants(rel)))
                 .map(|(rel, meta)| {
                     let root = &root;
                     async move {
@@ -308,20 +466,35 @@ impl RemoteIndex {
                         }
                         let mut file =
                             std::fs::File::create(&path).map_err(Error::io("writing the working copy", &path))?;
+                        let key = self.relative(&meta.location).unwrap_or_else(|| rel.clone());
                         let digest = self
-                            .stream(&rel, &meta.location, |chunk| {
+                            .stream(&key, &meta.location, |chunk| {
                                 use std::io::Write;
                                 file.write_all(chunk).map_err(Error::io("writing the working copy", &path))
                             })
                             .await?;
-                        Ok::<_, Error>((rel, Pulled { digest, e_tag: meta.e_tag }))
+                        Ok::<_, Error>((rel, Pulled { digest, e_tag: meta.e_tag, key, bytes: meta.size }))
                     }
                 })
                 .buffer_unordered(CONCURRENCY)
                 .try_collect::<BTreeMap<_, _>>()
-                .await
+                .await?;
+            Ok::<_, Error>((pulled, kb))
         })??;
-        Ok(WorkingCopy { remote: self.clone(), dir, pulled, upload: UPLOAD })
+        let writes_kb = match selection {
+            Selection::MergeShard(shard) => KbWrites::Stage(shard),
+            _ => KbWrites::Commit,
+        };
+        Ok(WorkingCopy {
+            remote: self.clone(),
+            dir,
+            pulled,
+            upload: UPLOAD,
+            kb,
+            writes_kb,
+            committed: selection.committed_tables(),
+            grace: GARBAGE_GRACE,
+        })
     }
 
     /// The footer of a part file, read from the end of its object (a few kB, not the rows):
@@ -374,6 +547,20 @@ pub struct WorkingCopy {
     dir: tempfile::TempDir,
     pulled: BTreeMap<String, Pulled>,
     upload: Upload,
+    kb: KbBase,
+    writes_kb: KbWrites,
+    /// The tables whose files in the commit record this copy's push replaces.
+    committed: Vec<Table>,
+    grace: std::time::Duration,
+}
+
+/// How a push makes the kb files it wrote visible.
+#[derive(Debug, Clone, Copy)]
+enum KbWrites {
+    /// In a new commit record (the whole-index merge, the path index).
+    Commit,
+    /// In the staged record of a task of a sharded merge.
+    Stage(Shard),
 }
 
 /// What a push wrote and removed.
@@ -387,6 +574,37 @@ pub struct Pushed {
     pub in_parts: usize,
     /// Objects removed.
     pub removed: usize,
+    /// The kb generation the push committed, when it changed the kb.
+    pub committed: Option<u64>,
+    /// Whether it staged the kb files of a sharded merge's task.
+    pub staged: bool,
+    /// Objects of earlier kbs removed after the commit.
+    pub collected: usize,
+    /// Time spent committing: the record written, staged records and earlier kbs' objects
+    /// removed (the kb's own objects are written with the tables, before).
+    pub committing: std::time::Duration,
+}
+
+impl fmt::Display for Pushed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mb = self.bytes as f64 / 1e6;
+        write!(f, "wrote {} ({mb:.1} MB; {} in parts), removed {}", self.written, self.in_parts, self.removed)?;
+        if let Some(generation) = self.committed {
+            write!(f, "; committed kb generation {generation} in {} ms", self.committing.as_millis())?;
+            if self.collected > 0 {
+                write!(f, " (removed {} objects of earlier kbs)", self.collected)?;
+            }
+        }
+        if self.staged {
+            write!(f, "; staged its kb buckets for the whole-index merge")?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether `relative` is a file of the kb (committed through its record, not written in place).
+fn in_kb(relative: &str) -> bool {
+    table_of(relative).is_some_and(Table::is_kb)
 }
 
 impl WorkingCopy {
@@ -400,22 +618,35 @@ impl WorkingCopy {
         self.pulled.len()
     }
 
+    /// The kb generation the copy was pulled at (none: no commit record yet).
+    pub fn generation(&self) -> Option<u64> {
+        self.kb.commit().map(|c| c.generation)
+    }
+
     /// Writes every file that is new or changed since the pull as one whole object (a `PUT`, or a
     /// multipart upload for a large one, read from the file part by part), and removes
     /// the objects of pulled files that are gone: the tables first, then `failures`, then
     /// `manifest` (so that a run's record never precedes its rows). An object changed by another
     /// run since the pull is a conflict: it is left as it is and the push fails naming it.
+    /// Files of the kb are written as new objects and made visible after the tables by a new
+    /// commit record (or, by a task of a sharded merge, its staged record); a commit that
+    /// another run's commit preceded is a conflict too.
     pub fn push(&self) -> Result<Pushed> {
         let local = files_below(self.path())?;
         // (path below the root, file, digest, length) of each file to write.
         let mut writes: Vec<(String, &Path, [u8; 32], u64)> = Vec::new();
+        let mut digests = BTreeMap::new();
         for (rel, path) in &local {
             let (digest, length) = file_digest(path)?;
             if self.pulled.get(rel).is_none_or(|p| p.digest != digest) {
                 writes.push((rel.clone(), path, digest, length));
             }
+            digests.insert(rel.clone(), (digest, length));
         }
         let removes: Vec<String> = self.pulled.keys().filter(|rel| !local.contains_key(*rel)).cloned().collect();
+        let kb_changed = writes.iter().any(|(rel, ..)| in_kb(rel)) || removes.iter().any(|rel| in_kb(rel));
+        // A kb file removed is left out of the next record, not deleted: readers may be reading it.
+        let removes: Vec<String> = removes.into_iter().filter(|rel| !in_kb(rel)).collect();
         let phase = |rel: &str| match table_of(rel) {
             Some(Table::Manifest) => 2,
             Some(Table::Failures) => 1,
@@ -434,6 +665,9 @@ impl WorkingCopy {
                 pushed.bytes += step_writes.iter().map(|(.., length)| length).sum::<u64>();
                 pushed.in_parts +=
                     step_writes.iter().filter(|(.., length)| *length > self.upload.multipart_above).count();
+                if step == 0 {
+                    self.record_kb(&digests, kb_changed, &mut pushed).await?;
+                }
                 let step_removes: Vec<&String> = removes.iter().filter(|rel| phase(rel) == step).collect();
                 futures::stream::iter(&step_removes)
                     .map(|rel| self.remove(rel))
@@ -445,6 +679,172 @@ impl WorkingCopy {
             Ok::<_, Error>(())
         })??;
         Ok(pushed)
+    }
+
+    /// Makes the kb the copy now holds visible (`files`: every file's digest and length): a
+    /// new commit record naming its objects, if that changes the kb, or, for a task of a sharded
+    /// merge whose kb files changed (`kb_changed`), its staged record.
+    async fn record_kb(
+        &self,
+        files: &BTreeMap<String, ([u8; 32], u64)>,
+        kb_changed: bool,
+        pushed: &mut Pushed,
+    ) -> Result<()> {
+        let remote = &self.remote;
+        // The object of a file: the one it was pulled from if that is named by its content, a
+        // new one otherwise.
+        let object = |rel: &str, digest: &[u8; 32], length: u64| match self.pulled.get(rel) {
+            Some(p) if &p.digest == digest && p.key != rel || in_kb(rel) && p.digest == *digest => {
+                KbObject { key: p.key.clone(), sha256: hex::encode(digest), bytes: p.bytes }
+            }
+            _ => KbObject::new(rel, digest, length),
+        };
+        match self.writes_kb {
+            KbWrites::Stage(_) if !kb_changed => {}
+            KbWrites::Stage(shard) => {
+                let mut staged: BTreeMap<String, Option<KbObject>> = files
+                    .iter()
+                    .filter(|(rel, _)| in_kb(rel))
+                    .map(|(rel, (digest, length))| (rel.clone(), Some(object(rel, digest, *length))))
+                    .collect();
+                for rel in self.pulled.keys().filter(|rel| in_kb(rel) && !files.contains_key(*rel)) {
+                    staged.insert(rel.clone(), None);
+                }
+                let rel = Staged::location(shard);
+                let record = record_bytes(&Staged::new(shard, staged))?;
+                remote
+                    .store
+                    .put(&remote.key(&rel), record)
+                    .await
+                    .map_err(Error::store("writing", remote.location(&rel)))?;
+                pushed.staged = true;
+            }
+            KbWrites::Commit => {
+                let before = self.kb.commit();
+                let replaced = |rel: &str| table_of(rel).is_some_and(|t| self.committed.contains(&t));
+                let mut objects: BTreeMap<String, KbObject> = before.map(|c| c.objects.clone()).unwrap_or_default();
+                objects.retain(|rel, _| !replaced(rel));
+                for (rel, (digest, length)) in files.iter().filter(|(rel, _)| replaced(rel)) {
+                    objects.insert(rel.clone(), object(rel, digest, *length));
+                }
+                // Without a record, only a run that wrote the kb commits it (a reader of a kb
+                // merged before commit records never does).
+                if !kb_changed && before.is_none_or(|b| b.objects == objects) {
+                    return Ok(());
+                }
+                // The kb's own files were written with the tables; the documents parts it was
+                // built from are kept as objects of the kb from here.
+                for (rel, object) in objects.iter().filter(|(rel, _)| !in_kb(rel) && replaced(rel)) {
+                    if before.and_then(|b| b.objects.get(rel)).is_none_or(|o| o.key != object.key) {
+                        self.write_object(object, &self.path().join(rel)).await?;
+                        pushed.written += 1;
+                        pushed.bytes += object.bytes;
+                    }
+                }
+                let started = std::time::Instant::now();
+                let uncommitted =
+                    self.pulled.iter().filter(|(rel, _)| in_kb(rel)).map(|(_, p)| p.key.clone()).collect();
+                let commit = Commit::next(before, uncommitted, objects);
+                pushed.committed = Some(self.commit(&commit).await?);
+                // What sharded merges staged is committed now.
+                for (rel, e_tag) in &self.kb.staged {
+                    let key = remote.key(rel);
+                    if remote.store.head(&key).await.is_ok_and(|meta| &meta.e_tag == e_tag) {
+                        let _ = remote.store.delete(&key).await;
+                    }
+                }
+                pushed.collected = self.collect_garbage(&commit).await;
+                pushed.committing = started.elapsed();
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the commit record `commit` if the record is still the one pulled (created if
+    /// there was none); returns the generation committed. Another run's commit since the pull
+    /// is a conflict, unless it committed this very kb.
+    async fn commit(&self, commit: &Commit) -> Result<u64> {
+        let remote = &self.remote;
+        let (key, location) = (remote.key(COMMIT_RECORD), remote.location(COMMIT_RECORD));
+        let bytes = record_bytes(commit)?;
+        let mode = match &self.kb.commit {
+            None => PutMode::Create,
+            Some((_, Some(e_tag))) => PutMode::Update(UpdateVersion { e_tag: Some(e_tag.clone()), version: None }),
+            Some((_, None)) => PutMode::Overwrite,
+        };
+        let before = self.generation();
+        let refused = match mode {
+            // A store without ETags or conditions: checked just before.
+            PutMode::Overwrite => self.current_commit().await?.map(|c| c.generation) != before,
+            mode => match remote.store.put_opts(&key, bytes.clone(), PutOptions::from(mode)).await {
+                Ok(_) => return Ok(commit.generation),
+                Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => true,
+                Err(object_store::Error::NotImplemented { .. }) => {
+                    self.current_commit().await?.map(|c| c.generation) != before
+                }
+                Err(e) => return Err(Error::store("writing", location)(e)),
+            },
+        };
+        if !refused {
+            remote.store.put(&key, bytes).await.map_err(Error::store("writing", &location))?;
+            return Ok(commit.generation);
+        }
+        match self.current_commit().await? {
+            Some(current) if current.objects == commit.objects => Ok(current.generation),
+            current => Err(Error::Store {
+                op: "committing the kb",
+                location,
+                source: format!(
+                    "another run committed kb generation {} while this one ran (this run's kb was not committed, \
+                     and the committed one is whole; run this stage again to build on it)",
+                    current.map_or(0, |c| c.generation)
+                )
+                .into(),
+            }),
+        }
+    }
+
+    /// The commit record as the store holds it now.
+    async fn current_commit(&self) -> Result<Option<Commit>> {
+        let key = self.remote.key(COMMIT_RECORD);
+        match self.remote.read_record::<Commit>(COMMIT_RECORD, &key).await {
+            Ok((commit, _)) => Ok(Some(commit)),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Removes the kb objects that neither `commit` nor the record it replaced nor any staged
+    /// record names, once older than the grace period before the commit; returns how many. A
+    /// failure leaves them for a later commit.
+    async fn collect_garbage(&self, commit: &Commit) -> usize {
+        let remote = &self.remote;
+        let Ok(record) = remote.store.head(&remote.key(COMMIT_RECORD)).await else { return 0 };
+        let Some(cutoff) = chrono::Duration::from_std(self.grace).ok().map(|g| record.last_modified - g) else {
+            return 0;
+        };
+        let Ok(objects) = remote.list().await else { return 0 };
+        let mut keep: std::collections::HashSet<String> = commit.keeps().map(str::to_owned).collect();
+        for (rel, meta) in objects.iter().filter(|(rel, _)| rel.starts_with(STAGED_PREFIX)) {
+            match remote.read_record::<Staged>(rel, &meta.location).await {
+                Ok((staged, _)) => keep.extend(staged.keeps().map(str::to_owned)),
+                // What it names cannot be told: nothing is removed.
+                Err(_) => return 0,
+            }
+        }
+        let garbage: Vec<&ObjectMeta> = objects
+            .iter()
+            .filter(|(rel, meta)| {
+                (in_kb(rel) || rel.starts_with(DOCUMENTS_PREFIX)) && !keep.contains(rel) && meta.last_modified < cutoff
+            })
+            .map(|(_, meta)| meta)
+            .collect();
+        futures::stream::iter(garbage)
+            .map(|meta| remote.store.delete(&meta.location))
+            .buffer_unordered(CONCURRENCY)
+            .filter(|deleted| std::future::ready(deleted.is_ok()))
+            .count()
+            .await
     }
 
     /// Whether the object at `rel` is still what was pulled (or, when nothing was, absent or
@@ -474,6 +874,9 @@ impl WorkingCopy {
     /// either answer serves).
     async fn write(&self, rel: &str, path: &Path, digest: &[u8; 32], length: u64) -> Result<()> {
         let remote = &self.remote;
+        if in_kb(rel) {
+            return self.write_object(&KbObject::new(rel, digest, length), path).await;
+        }
         let key = remote.key(rel);
         if rel.starts_with(CACHE_PREFIX) && remote.store.head(&key).await.is_ok() {
             return Ok(());
@@ -486,7 +889,37 @@ impl WorkingCopy {
         if !self.unchanged(rel, &key, Some(digest)).await? {
             return Err(conflict(remote.location(rel)));
         }
-        let upload = remote.store.put_multipart(&key).await.map_err(Error::store("writing", remote.location(rel)))?;
+        self.upload(rel, &key, path).await
+    }
+
+    /// Writes the file at `path` as `object`, a new object named by its content: nothing else is
+    /// ever written under its name, so one already there is these bytes.
+    async fn write_object(&self, object: &KbObject, path: &Path) -> Result<()> {
+        let remote = &self.remote;
+        let key = remote.key(&object.key);
+        if remote.store.head(&key).await.is_ok() {
+            return Ok(());
+        }
+        if object.bytes > self.upload.multipart_above {
+            return self.upload(&object.key, &key, path).await;
+        }
+        let bytes = PutPayload::from(std::fs::read(path).map_err(Error::io("reading the working copy", path))?);
+        match remote.store.put_opts(&key, bytes.clone(), PutOptions::from(PutMode::Create)).await {
+            Ok(_) | Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => Ok(()),
+            Err(object_store::Error::NotImplemented { .. }) => remote
+                .store
+                .put(&key, bytes)
+                .await
+                .map(drop)
+                .map_err(Error::store("writing", remote.location(&object.key))),
+            Err(e) => Err(Error::store("writing", remote.location(&object.key))(e)),
+        }
+    }
+
+    /// Uploads the file at `path` to `key` (`rel` below the root) in parts.
+    async fn upload(&self, rel: &str, key: &Key, path: &Path) -> Result<()> {
+        let remote = &self.remote;
+        let upload = remote.store.put_multipart(key).await.map_err(Error::store("writing", remote.location(rel)))?;
         let mut parts = object_store::WriteMultipart::new_with_chunk_size(upload, self.upload.part_bytes);
         match self.upload_parts(&mut parts, rel, path).await {
             Ok(()) => parts.finish().await.map(drop).map_err(Error::store("writing", remote.location(rel))),
@@ -566,6 +999,20 @@ impl WorkingCopy {
     }
 }
 
+/// A record of the kb as stored.
+fn record_bytes<T: serde::Serialize>(record: &T) -> Result<PutPayload> {
+    let mut bytes =
+        serde_json::to_vec_pretty(record).map_err(|e| Error::Internal(format!("writing a kb record: {e}")))?;
+    bytes.push(b'\n');
+    Ok(PutPayload::from(bytes))
+}
+
+/// Whether `error` is an object store's "not found".
+fn is_not_found(error: &Error) -> bool {
+    matches!(error, Error::Store { source, .. }
+        if matches!(source.downcast_ref::<object_store::Error>(), Some(object_store::Error::NotFound { .. })))
+}
+
 fn conflict(location: String) -> Error {
     Error::Store {
         op: "changed by another run while this one ran (left as it is; rerun this stage)",
@@ -625,10 +1072,23 @@ mod tests {
         block_on(store.put(&Key::from(key), PutPayload::from(bytes.as_bytes().to_vec()))).unwrap().unwrap();
     }
 
+    fn get_bytes(store: &InMemory, key: &str) -> Option<Vec<u8>> {
+        block_on(async { store.get(&Key::from(key)).await.ok()?.bytes().await.ok() }).unwrap().map(|b| b.to_vec())
+    }
+
     fn get(store: &InMemory, key: &str) -> Option<String> {
-        block_on(async { store.get(&Key::from(key)).await.ok()?.bytes().await.ok() })
-            .unwrap()
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
+        get_bytes(store, key).map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+
+    /// An error with its causes, as the binaries print it.
+    fn chain(error: &Error) -> String {
+        let mut text = error.to_string();
+        let mut source = std::error::Error::source(error);
+        while let Some(cause) = source {
+            text.push_str(&format!(": {cause}"));
+            source = cause.source();
+        }
+        text
     }
 
     #[test]
@@ -696,29 +1156,205 @@ mod tests {
         let store = Arc::new(InMemory::new());
         put(&store, "some/prefix/index.json", "{}");
         let remote = remote(&store);
-        let mut copy = remote.pull(Selection::Tables(&[Table::KbEntities]), false).unwrap();
+        let mut copy = remote.pull(Selection::Everything, false).unwrap();
         copy.upload = Upload { multipart_above: 10_000, part_bytes: 4_096 };
         // 25,000 bytes, none of them a repeat of the part before: six parts, the last one short.
         let large: Vec<u8> = (0..25_000u32).map(|i| (i * 7 % 251) as u8).collect();
-        std::fs::create_dir_all(copy.path().join("kb/entities")).unwrap();
-        std::fs::write(copy.path().join("kb/entities/vectors.f32"), &large).unwrap();
-        std::fs::write(copy.path().join("kb/entities/part-0000.parquet"), "small").unwrap();
+        std::fs::create_dir_all(copy.path().join("chunks")).unwrap();
+        std::fs::write(copy.path().join("chunks/part-0000.parquet"), &large).unwrap();
+        std::fs::write(copy.path().join("chunks/part-0001.parquet"), "small").unwrap();
         let pushed = copy.push().unwrap();
         assert_eq!((pushed.written, pushed.in_parts, pushed.bytes), (2, 1, 25_005));
-        let stored = block_on(async {
-            store.get(&Key::from("some/prefix/kb/entities/vectors.f32")).await.unwrap().bytes().await.unwrap()
-        })
-        .unwrap();
-        assert_eq!(stored.as_ref(), large.as_slice());
+        assert!(get_bytes(&store, "some/prefix/chunks/part-0000.parquet") == Some(large.clone()));
         // Pulled back, it streams into the same file and counts as unchanged.
-        let again = remote.pull(Selection::Tables(&[Table::KbEntities]), false).unwrap();
-        assert_eq!(std::fs::read(again.path().join("kb/entities/vectors.f32")).unwrap(), large);
+        let again = remote.pull(Selection::Everything, false).unwrap();
+        assert!(std::fs::read(again.path().join("chunks/part-0000.parquet")).unwrap() == large);
         assert_eq!(again.push().unwrap(), Pushed::default());
         // A large object another run replaced meanwhile is a conflict, and is left as it is.
-        put(&store, "some/prefix/kb/entities/vectors.f32", "replaced");
-        std::fs::write(again.path().join("kb/entities/vectors.f32"), &large[..20_000]).unwrap();
-        assert!(again.push().unwrap_err().to_string().contains("vectors.f32"));
-        assert_eq!(get(&store, "some/prefix/kb/entities/vectors.f32").as_deref(), Some("replaced"));
+        put(&store, "some/prefix/chunks/part-0000.parquet", "replaced");
+        let mut again = again;
+        again.upload = Upload { multipart_above: 10_000, part_bytes: 4_096 };
+        std::fs::write(again.path().join("chunks/part-0000.parquet"), &large[..20_000]).unwrap();
+        assert!(again.push().unwrap_err().to_string().contains("part-0000.parquet"));
+        assert_eq!(get(&store, "some/prefix/chunks/part-0000.parquet").as_deref(), Some("replaced"));
+    }
+
+    /// The kb files a working copy holds, with their contents.
+    fn kb_of(copy: &WorkingCopy) -> BTreeMap<String, String> {
+        files_below(copy.path())
+            .unwrap()
+            .into_iter()
+            .filter(|(rel, _)| in_kb(rel))
+            .map(|(rel, path)| (rel, std::fs::read_to_string(path).unwrap()))
+            .collect()
+    }
+
+    fn write_kb(copy: &WorkingCopy, files: &[(&str, Option<&str>)]) {
+        for (rel, text) in files {
+            let path = copy.path().join(rel);
+            match text {
+                Some(text) => {
+                    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                    std::fs::write(path, text).unwrap();
+                }
+                None => std::fs::remove_file(path).unwrap(),
+            }
+        }
+    }
+
+    fn kb(files: &[(&str, &str)]) -> BTreeMap<String, String> {
+        files.iter().map(|(rel, text)| (rel.to_string(), text.to_string())).collect()
+    }
+
+    const E0: &str = "kb/entities/part-0000.parquet";
+    const E1: &str = "kb/entities/part-0001.parquet";
+    const T: &str = "kb/thresholds/part.parquet";
+
+    #[test]
+    fn a_kb_becomes_visible_whole_through_its_commit_record() {
+        let store = Arc::new(InMemory::new());
+        put(&store, "some/prefix/index.json", "{}");
+        // A kb written before commit records: read as it is.
+        put(&store, &format!("some/prefix/{E0}"), "old");
+        let remote = remote(&store);
+        let reader = || remote.pull(Selection::Tables(&[Table::KbEntities, Table::KbThresholds]), false).unwrap();
+        assert_eq!(kb_of(&reader()), kb(&[(E0, "old")]));
+
+        let mut first = remote.pull(Selection::Everything, false).unwrap();
+        first.grace = std::time::Duration::ZERO;
+        write_kb(&first, &[(E0, Some("one")), (E1, Some("one b")), (T, Some("t1"))]);
+        let pushed = first.push().unwrap();
+        assert_eq!((pushed.written, pushed.committed, pushed.removed), (3, Some(1), 0));
+        assert_eq!(kb_of(&reader()), kb(&[(E0, "one"), (E1, "one b"), (T, "t1")]));
+        // The old file is kept one commit for readers still pulling it; no object was overwritten.
+        assert_eq!(get(&store, &format!("some/prefix/{E0}")).as_deref(), Some("old"));
+
+        // A merge's objects are not seen before its record is written.
+        let mut second = remote.pull(Selection::Everything, false).unwrap();
+        second.grace = std::time::Duration::ZERO;
+        assert_eq!(second.generation(), Some(1));
+        write_kb(&second, &[(E0, Some("two")), (E1, None), (T, Some("t2"))]);
+        let object = KbObject::new(E0, &Sha256::digest(b"two").into(), 3);
+        put(&store, &format!("some/prefix/{}", object.key), "two");
+        assert_eq!(kb_of(&reader()), kb(&[(E0, "one"), (E1, "one b"), (T, "t1")]));
+        let pushed = second.push().unwrap();
+        assert_eq!((pushed.committed, pushed.collected), (Some(2), 1), "the pre-commit kb's file is removed");
+        assert_eq!(kb_of(&reader()), kb(&[(E0, "two"), (T, "t2")]));
+        assert_eq!(get(&store, &format!("some/prefix/{E0}")), None);
+
+        // A third commit removes what only the first named.
+        let mut third = remote.pull(Selection::Everything, false).unwrap();
+        third.grace = std::time::Duration::ZERO;
+        write_kb(&third, &[(T, Some("t3"))]);
+        assert_eq!(third.push().unwrap().collected, 3);
+        assert_eq!(kb_of(&reader()), kb(&[(E0, "two"), (T, "t3")]));
+        // Nothing changed in the kb: no commit.
+        assert_eq!(reader().push().unwrap(), Pushed::default());
+    }
+
+    #[test]
+    fn readers_see_the_documents_the_committed_kb_was_built_from() {
+        let store = Arc::new(InMemory::new());
+        put(&store, "some/prefix/index.json", "{}");
+        put(&store, "some/prefix/documents/part-0000.parquet", "d1");
+        let remote = remote(&store);
+        let documents = "documents/part-0000.parquet";
+        let reader = || {
+            let copy = remote.pull(Selection::Tables(&[Table::KbEntities, Table::Documents]), false).unwrap();
+            let text = |rel: &str| std::fs::read_to_string(copy.path().join(rel)).unwrap();
+            (text(E0), text(documents))
+        };
+        let merge = |text: &str| {
+            let copy = remote.pull(Selection::Everything, false).unwrap();
+            write_kb(&copy, &[(E0, Some(text))]);
+            copy.push().unwrap()
+        };
+        let pushed = merge("e1");
+        assert_eq!(
+            (pushed.committed, pushed.written),
+            (Some(1), 2),
+            "the kb part and the documents part it was built from"
+        );
+        assert_eq!(reader(), ("e1".to_owned(), "d1".to_owned()));
+        // An ingest rewrites the documents for the next merge: readers keep the kb's.
+        let ingest = remote.pull(Selection::Shard(Shard::ALL), false).unwrap();
+        std::fs::write(ingest.path().join(documents), "d2").unwrap();
+        assert_eq!(ingest.push().unwrap().committed, None);
+        assert_eq!(reader(), ("e1".to_owned(), "d1".to_owned()));
+        let live = remote.pull(Selection::Shard(Shard::ALL), false).unwrap();
+        assert_eq!(std::fs::read_to_string(live.path().join(documents)).unwrap(), "d2");
+        assert_eq!(merge("e2").committed, Some(2));
+        assert_eq!(reader(), ("e2".to_owned(), "d2".to_owned()));
+        // A merge with nothing new commits nothing.
+        assert_eq!(remote.pull(Selection::Everything, false).unwrap().push().unwrap(), Pushed::default());
+    }
+
+    #[test]
+    fn of_two_merges_racing_one_commits_and_the_other_fails_naming_it() {
+        let store = Arc::new(InMemory::new());
+        put(&store, "some/prefix/index.json", "{}");
+        let remote = remote(&store);
+        for before in [None, Some("zero")] {
+            if let Some(text) = before {
+                let copy = remote.pull(Selection::Everything, false).unwrap();
+                write_kb(&copy, &[(T, Some(text))]);
+                copy.push().unwrap();
+            }
+            let (winner, loser, same) = (
+                remote.pull(Selection::Everything, false).unwrap(),
+                remote.pull(Selection::Everything, false).unwrap(),
+                remote.pull(Selection::Everything, false).unwrap(),
+            );
+            write_kb(&winner, &[(E0, Some("winner")), (T, Some("tw"))]);
+            write_kb(&loser, &[(E0, Some("loser")), (T, Some("tl"))]);
+            write_kb(&same, &[(E0, Some("winner")), (T, Some("tw"))]);
+            let generation = winner.push().unwrap().committed.unwrap();
+            let err = chain(&loser.push().unwrap_err());
+            assert!(
+                err.contains(&format!("another run committed kb generation {generation} while this one ran")),
+                "{err}"
+            );
+            assert!(err.contains("s3://bucket/some/prefix/kb/commit.json"), "{err}");
+            // A run that built the very same kb does not fail.
+            assert_eq!(same.push().unwrap().committed, Some(generation));
+            let reader = remote.pull(Selection::Tables(&[Table::KbEntities, Table::KbThresholds]), false).unwrap();
+            assert_eq!(kb_of(&reader), kb(&[(E0, "winner"), (T, "tw")]));
+        }
+    }
+
+    #[test]
+    fn a_sharded_merge_stages_its_buckets_and_the_whole_index_run_commits_them() {
+        let store = Arc::new(InMemory::new());
+        put(&store, "some/prefix/index.json", "{}");
+        let remote = remote(&store);
+        let first = remote.pull(Selection::Everything, false).unwrap();
+        write_kb(&first, &[(E0, Some("e0")), (E1, Some("e1")), (T, Some("t1"))]);
+        first.push().unwrap();
+        let reader = || remote.pull(Selection::Tables(&[Table::KbEntities, Table::KbThresholds]), false).unwrap();
+
+        let shards = [Shard { index: 0, count: 2 }, Shard { index: 1, count: 2 }];
+        let tasks: Vec<WorkingCopy> =
+            shards.iter().map(|&s| remote.pull(Selection::MergeShard(s), false).unwrap()).collect();
+        assert_eq!(kb_of(&tasks[0]), kb(&[(E0, "e0")]));
+        assert_eq!(kb_of(&tasks[1]), kb(&[(E1, "e1")]));
+        write_kb(&tasks[0], &[(E0, Some("e0 new"))]);
+        write_kb(&tasks[1], &[(E1, None)]);
+        for task in &tasks {
+            let pushed = task.push().unwrap();
+            assert!(pushed.staged && pushed.committed.is_none(), "{pushed:?}");
+        }
+        assert!(get(&store, "some/prefix/kb/staged/0-of-2.json").is_some());
+        // Readers see the committed kb until the whole-index run commits; a task run again, and
+        // the whole-index run, see what was staged.
+        assert_eq!(kb_of(&reader()), kb(&[(E0, "e0"), (E1, "e1"), (T, "t1")]));
+        assert_eq!(kb_of(&remote.pull(Selection::MergeShard(shards[0]), false).unwrap()), kb(&[(E0, "e0 new")]));
+        let whole = remote.pull(Selection::Everything, false).unwrap();
+        assert_eq!(kb_of(&whole), kb(&[(E0, "e0 new"), (T, "t1")]));
+        write_kb(&whole, &[(T, Some("t2"))]);
+        assert_eq!(whole.push().unwrap().committed, Some(2));
+        assert_eq!(kb_of(&reader()), kb(&[(E0, "e0 new"), (T, "t2")]));
+        assert_eq!(get(&store, "some/prefix/kb/staged/0-of-2.json"), None);
+        assert_eq!(get(&store, "some/prefix/kb/staged/1-of-2.json"), None);
     }
 
     #[test]

@@ -108,8 +108,10 @@ impl IndexSql {
             let listing = match parts.first() {
                 None => None,
                 // Vector columns have the width of their model: take the schema from a part file.
-                Some(first) if has_vectors(table) => Some((folder_url(&index.table_dir(table))?, file_schema(first)?)),
-                Some(_) => Some((folder_url(&index.table_dir(table))?, table.schema())),
+                Some(first) if has_vectors(table) => {
+                    Some((vec![folder_url(&index.table_dir(table))?], file_schema(first)?))
+                }
+                Some(_) => Some((vec![folder_url(&index.table_dir(table))?], table.schema())),
             };
             register(&ctx, table, listing)?;
         }
@@ -137,31 +139,26 @@ impl IndexSql {
 
     /// [`IndexSql::open_limited`] over an index on object storage, read in place: every part's
     /// footer is checked where it lies, and DataFusion reads the objects through the same store.
-    /// (No lock: a query of a kb that a merge is rewriting may see parts of both; the query
-    /// stage's own load refuses such a mix.)
+    /// The kb is the one its commit record names (no lock is needed: a merge writing meanwhile
+    /// writes objects of its own and commits them after).
     pub async fn open_remote(remote: &RemoteIndex, limits: Option<SqlLimits>) -> Result<IndexSql> {
         let ctx = new_context(limits)?;
         let store_url = url::Url::parse(&remote.store_url())
             .map_err(|e| Error::Internal(format!("{} is not a URL: {e}", remote.store_url())))?;
         ctx.register_object_store(&store_url, remote.store().clone());
-        let objects = remote.list().await?;
-        remote.check_exists(&objects)?;
+        let files = remote.files().await?;
+        remote.check_exists(&files)?;
         for table in Table::ALL {
-            let parts = RemoteIndex::parts(&objects, table);
+            let mut urls = Vec::new();
             let mut schema = None;
-            for meta in &parts {
-                let location = format!("{}{}", remote.table_url(table), meta.location.filename().unwrap_or_default());
+            for meta in RemoteIndex::parts(&files, table) {
+                let location = format!("{}/{}", remote.store_url(), meta.location);
                 let footer = remote.footer(meta).await?;
                 check_footer(footer.metadata(), footer.schema(), table, &location)?;
                 schema.get_or_insert_with(|| footer.schema().clone());
+                urls.push(ListingTableUrl::parse(&location)?);
             }
-            let listing = match schema {
-                None => None,
-                Some(schema) => {
-                    let schema = if has_vectors(table) { schema } else { table.schema() };
-                    Some((ListingTableUrl::parse(remote.table_url(table))?, schema))
-                }
-            };
+            let listing = schema.map(|schema| (urls, if has_vectors(table) { schema } else { table.schema() }));
             register(&ctx, table, listing)?;
         }
         Ok(IndexSql { ctx, limits, _kb_lock: None })
@@ -283,7 +280,7 @@ fn has_vectors(table: Table) -> bool {
 fn register(
     ctx: &SessionContext,
     table: Table,
-    listing: Option<(ListingTableUrl, arrow::datatypes::SchemaRef)>,
+    listing: Option<(Vec<ListingTableUrl>, arrow::datatypes::SchemaRef)>,
 ) -> Result<()> {
     let name = table.sql_name();
     match listing {
@@ -291,9 +288,10 @@ fn register(
             let empty = MemTable::try_new(table.schema(), vec![vec![]])?;
             ctx.register_table(name.as_str(), Arc::new(empty))?;
         }
-        Some((url, schema)) => {
+        Some((urls, schema)) => {
             let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
-            let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(schema);
+            let config =
+                ListingTableConfig::new_with_multi_paths(urls).with_listing_options(options).with_schema(schema);
             ctx.register_table(name.as_str(), Arc::new(ListingTable::try_new(config)?))?;
         }
     }

@@ -345,8 +345,13 @@ where
             stage.outputs.len()
         )));
     }
+    // Outputs with failed units are not what the inputs give: they carry a fingerprint of their
+    // own, so that once a rerun completes them, the stages after see a changed input and redo
+    // the bucket (with the complete outputs' fingerprint, they skipped it and kept what was
+    // built without the failed units).
+    let written = incomplete_fingerprint(&expected, &output.failures);
     for ((path, &table), batches) in outputs.iter().zip(&stage.outputs).zip(&output.tables) {
-        write_part(path, table, &expected, batches)?;
+        write_part(path, table, &written, batches)?;
     }
     let rows_out = output.tables.first().map_or(0, |b| row_count(b) as u64);
     failures::replace(index, stage.name, &scope, &output.failures)?;
@@ -357,6 +362,17 @@ where
         append_calls(index, stage.name, &scope, &output.llm_calls)?;
     }
     Ok(BucketResult::Done { units, rows_out, failures: output.failures })
+}
+
+/// The fingerprint of outputs computed from inputs of fingerprint `expected` with the units
+/// `failures` failed: `expected` itself when none did.
+fn incomplete_fingerprint(expected: &str, failures: &[Failure]) -> String {
+    if failures.is_empty() {
+        return expected.to_owned();
+    }
+    let mut parts = vec![expected, "incomplete"];
+    parts.extend(failures.iter().map(|f| f.unit.as_str()));
+    fingerprint(&parts)
 }
 
 /// One failure per document of a bucket whose processing failed as a whole.

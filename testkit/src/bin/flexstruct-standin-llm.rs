@@ -138,7 +138,13 @@ fn main() -> std::process::ExitCode {
 }
 
 fn respond(state: &State, request: &Request) -> Reply {
-    let key = sha256_hex(request.body.to_string().as_bytes());
+    // A request is the same request whatever `response_format` asked for its answer (the client
+    // sends it again with another form when one is refused).
+    let mut body = request.body.clone();
+    if let Some(body) = body.as_object_mut() {
+        body.remove("response_format");
+    }
+    let key = sha256_hex(body.to_string().as_bytes());
     let attempt = {
         let mut attempts = state.attempts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let n = attempts.entry(key.clone()).or_insert(0);

@@ -22,6 +22,9 @@ pub enum Reply {
     Content { text: String, usage: bool },
     /// An HTTP error status, optionally with `Retry-After` seconds.
     Status { code: u16, retry_after: Option<f64> },
+    /// An HTTP error status whose JSON body carries this message (as servers name what they
+    /// refuse: llama-cpp-python's answers an unsupported `response_format` with a 500 naming it).
+    Error { code: u16, message: String },
     /// Wait, then answer as the inner reply.
     Slow { delay: Duration, then: Box<Reply> },
     /// Close the connection without answering.
@@ -224,6 +227,7 @@ async fn answer(stream: &mut TcpStream, reply: Reply) -> bool {
             let extra = retry_after.map(|s| format!("Retry-After: {s}\r\n")).unwrap_or_default();
             (code, extra, json!({"error": {"message": format!("injected status {code}")}}).to_string())
         }
+        Reply::Error { code, message } => (code, String::new(), json!({"error": {"message": message}}).to_string()),
         Reply::Cut(text) => (200, String::new(), completion(&text, "length", true).to_string()),
         Reply::Content { text, usage } => (200, String::new(), completion(&text, "stop", usage).to_string()),
         Reply::Slow { .. } => unreachable!("unwrapped above"),

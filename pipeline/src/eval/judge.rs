@@ -68,7 +68,7 @@ impl Judge for NoJudge {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct Grades {
     comprehensiveness: f64,
     knowledgeability: f64,

@@ -37,7 +37,10 @@ pub struct CallRecord {
     pub cached: bool,
     /// `ok`, `http_<status>`, `timeout`, `connection`, `bad_response` (a body that could not be read,
     /// retried), `refused` (a readable answer that does not answer the request, e.g. a re-ranker
-    /// that left a document unscored: not retried, not cached), `length` (cut at `max_tokens`).
+    /// that left a document unscored: not retried, not cached), `length` (cut at `max_tokens`),
+    /// `format_refused_json_schema` / `format_refused_json_object` (the server refused that
+    /// `response_format`: the request was sent again with the next form down, which the client
+    /// keeps to for the rest of the run).
     pub status: String,
 }
 

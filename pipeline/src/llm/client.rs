@@ -11,7 +11,7 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use super::cache::{CachedAnswer, ResponseCache};
-use super::config::LlmConfig;
+use super::config::{LlmConfig, StructuredOutput};
 use super::limiter::RateLimiter;
 use crate::core::ids::sha256_hex;
 use crate::core::tokens::TokenCounter;
@@ -71,6 +71,18 @@ pub enum LlmError {
         /// The limit it hit.
         max_tokens: u32,
     },
+    /// The server refused the request's `response_format` (an error naming it, whatever its
+    /// status: llama-cpp-python's server answers an unsupported one with a 500): asked again
+    /// with the next form down, never retried as it was.
+    #[error("the endpoint refused response_format {form} (HTTP {status}): {message}")]
+    FormatRefused {
+        /// The form refused.
+        form: &'static str,
+        /// HTTP status.
+        status: u16,
+        /// Server message (truncated).
+        message: String,
+    },
     /// Every attempt failed with a retryable error.
     #[error("no answer after {attempts} attempts; last error: {last}")]
     Exhausted {
@@ -91,6 +103,8 @@ pub struct LlmClient {
     cache: ResponseCache,
     counter: TokenCounter,
     calls: Mutex<Vec<CallRecord>>,
+    /// The form of `response_format` this endpoint takes, as far as the run has learnt.
+    structured: Mutex<StructuredOutput>,
 }
 
 impl std::fmt::Debug for LlmClient {
@@ -118,6 +132,14 @@ type ParseBody = fn(&str) -> Result<Parsed, String>;
 /// Whether parsed content answers the request it was sent with (e.g. a score for every document
 /// asked about): an answer it refuses is recorded as `refused`, never cached, never used.
 type Accept<'a> = &'a (dyn Fn(&str) -> Result<(), String> + Sync);
+
+/// Whether an error answer to `body` is the server refusing its `response_format`: the request
+/// had one and the answer names it (or the JSON schema in it).
+fn names_response_format(body: &serde_json::Value, answer: &str) -> bool {
+    let answer = answer.to_ascii_lowercase();
+    body.get("response_format").is_some()
+        && ["response_format", "json_schema", "response format"].iter().any(|n| answer.contains(n))
+}
 
 /// Every well-formed answer answers its request.
 fn any_answer(_: &str) -> Result<(), String> {
@@ -161,6 +183,7 @@ impl LlmClient {
             cache: ResponseCache::new(index_root),
             counter: TokenCounter::cl100k(),
             calls: Mutex::new(Vec::new()),
+            structured: Mutex::new(config.structured_output),
         })
     }
 
@@ -213,17 +236,72 @@ impl LlmClient {
         messages: &[Message],
         max_tokens: u32,
     ) -> Result<String, LlmError> {
+        self.chat_as(context, messages, max_tokens, None).await
+    }
+
+    /// [`LlmClient::chat_with_room`] for an answer that must be JSON of `schema` (named `name`):
+    /// the request carries it as `response_format` in the form the endpoint takes
+    /// ([`LlmConfig::structured_output`], then the forms below it as the server refuses them).
+    /// The cache key is the request's without it: an answer is the same whichever form asked.
+    pub async fn chat_json(
+        &self,
+        context: &CallContext,
+        messages: &[Message],
+        max_tokens: u32,
+        (name, schema): (&str, &serde_json::Value),
+    ) -> Result<String, LlmError> {
+        self.chat_as(context, messages, max_tokens, Some((name, schema))).await
+    }
+
+    /// The form of `response_format` this client now sends.
+    pub fn structured_output(&self) -> StructuredOutput {
+        self.structured.lock().map(|s| *s).unwrap_or(StructuredOutput::None)
+    }
+
+    async fn chat_as(
+        &self,
+        context: &CallContext,
+        messages: &[Message],
+        max_tokens: u32,
+        schema: Option<(&str, &serde_json::Value)>,
+    ) -> Result<String, LlmError> {
         let key = self.request_id_with(messages, max_tokens);
         let prompt_estimate = messages.iter().map(|m| self.counter.count(&m.content) as u64 + 4).sum::<u64>();
-        let body = json!({
-            "model": self.config.model,
-            "messages": messages,
-            "temperature": self.config.temperature,
-            "max_tokens": max_tokens,
-        });
         let reserve = prompt_estimate + u64::from(max_tokens.min(512));
-        self.send(context, &key, "chat/completions", &body, (prompt_estimate, reserve), parse_completion, &any_answer)
-            .await
+        loop {
+            let form = self.structured_output();
+            let mut body = json!({
+                "model": self.config.model,
+                "messages": messages,
+                "temperature": self.config.temperature,
+                "max_tokens": max_tokens,
+            });
+            if let Some(format) = schema.and_then(|(name, schema)| form.response_format(name, schema)) {
+                body["response_format"] = format;
+            }
+            let answer = self
+                .send(
+                    context,
+                    &key,
+                    "chat/completions",
+                    &body,
+                    (prompt_estimate, reserve),
+                    parse_completion,
+                    &any_answer,
+                )
+                .await;
+            match (answer, form.next()) {
+                (Err(LlmError::FormatRefused { .. }), Some(next)) => {
+                    // Another request may have stepped down already: never step back up.
+                    if let Ok(mut current) = self.structured.lock()
+                        && *current == form
+                    {
+                        *current = next;
+                    }
+                }
+                (answer, _) => return answer,
+            }
+        }
     }
 
     /// Embeds `inputs` with the `/embeddings` endpoint (or answers from the cache): one vector
@@ -404,6 +482,16 @@ impl LlmClient {
             Ok(t) => t,
             Err(attempt) => return attempt,
         };
+        if !status.is_success() && status.as_u16() != 429 && names_response_format(body, &text) {
+            let form = match body["response_format"]["type"].as_str() {
+                Some("json_schema") => StructuredOutput::JsonSchema.name(),
+                _ => StructuredOutput::JsonObject.name(),
+            };
+            return Attempt::Fail(
+                LlmError::FormatRefused { form, status: status.as_u16(), message: self.redact(&text) },
+                format!("format_refused_{form}"),
+            );
+        }
         if status.as_u16() == 429 || status.is_server_error() {
             return Attempt::Retry {
                 status: format!("http_{}", status.as_u16()),

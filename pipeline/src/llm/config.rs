@@ -37,11 +37,64 @@ pub struct LlmConfig {
     /// Largest answer body read, in bytes: a larger one is refused (recorded `too_large`, not
     /// retried) before it fills memory.
     pub max_response_bytes: u64,
+    /// How a prompt that expects JSON asks the server to constrain its answer to the answer's
+    /// JSON Schema (`response_format`). A server that refuses a form is asked once more with
+    /// the next one down (`json_schema` → `json_object` → `none`), and the client keeps to the
+    /// form that worked for the rest of the run.
+    pub structured_output: StructuredOutput,
     /// Prices in currency units per million prompt / completion tokens, for the cost counters
     /// (0: not shown).
     pub price_prompt_per_mtok: f64,
     /// See `price_prompt_per_mtok`.
     pub price_completion_per_mtok: f64,
+}
+
+/// How a prompt that expects JSON asks for it (`response_format` of the chat request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StructuredOutput {
+    /// `{"type": "json_schema", "json_schema": {"name", "schema"}}`: structured outputs
+    /// (OpenAI, vLLM, llama.cpp's `llama-server`, Ollama's compatible endpoint), decoding
+    /// constrained to the answer's schema.
+    #[default]
+    JsonSchema,
+    /// `{"type": "json_object", "schema": …}`: JSON mode, with the schema for servers that
+    /// constrain to it (llama-cpp-python's server does; OpenAI's JSON mode ignores it).
+    JsonObject,
+    /// No `response_format`: the answer is read by the tolerant parser, with one repair round.
+    None,
+}
+
+impl StructuredOutput {
+    /// The form to fall back to when a server refuses this one.
+    pub fn next(self) -> Option<StructuredOutput> {
+        match self {
+            StructuredOutput::JsonSchema => Some(StructuredOutput::JsonObject),
+            StructuredOutput::JsonObject => Some(StructuredOutput::None),
+            StructuredOutput::None => None,
+        }
+    }
+
+    /// Its name in the configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            StructuredOutput::JsonSchema => "json_schema",
+            StructuredOutput::JsonObject => "json_object",
+            StructuredOutput::None => "none",
+        }
+    }
+
+    /// The `response_format` of a request for JSON of `schema` (named `name`), if any.
+    pub fn response_format(self, name: &str, schema: &serde_json::Value) -> Option<serde_json::Value> {
+        match self {
+            StructuredOutput::JsonSchema => Some(serde_json::json!({
+                "type": "json_schema",
+                "json_schema": {"name": name, "schema": schema},
+            })),
+            StructuredOutput::JsonObject => Some(serde_json::json!({"type": "json_object", "schema": schema})),
+            StructuredOutput::None => None,
+        }
+    }
 }
 
 /// The default largest answer body: 64 MiB, far above any chat answer, a batch of embeddings
@@ -64,6 +117,7 @@ impl Default for LlmConfig {
             requests_per_minute: 0,
             tokens_per_minute: 0,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            structured_output: StructuredOutput::JsonSchema,
             price_prompt_per_mtok: 0.0,
             price_completion_per_mtok: 0.0,
         }

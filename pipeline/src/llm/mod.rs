@@ -13,5 +13,5 @@ pub mod prompts;
 pub mod runner;
 
 pub use client::{CallContext, LlmClient, LlmError, Message};
-pub use config::LlmConfig;
+pub use config::{LlmConfig, StructuredOutput};
 pub use runner::Runner;

@@ -6,6 +6,7 @@
 //! rendered with placeholder text. It is part of the identity of the backend that uses it, so
 //! editing a prompt reruns exactly the stages whose outputs it writes.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
@@ -220,14 +221,14 @@ impl Prompt {
 }
 
 /// Answer shape of item extraction.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct ItemsAnswer {
     /// Items.
     pub items: Vec<ItemAnswer>,
 }
 
 /// One item.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct ItemAnswer {
     /// Statement.
     pub statement: String,
@@ -240,21 +241,21 @@ pub struct ItemAnswer {
 }
 
 /// Answer shape of a summary.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct SummaryAnswer {
     /// The summary.
     pub summary: String,
 }
 
 /// Answer shape of relations.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct RelationsAnswer {
     /// Relations.
     pub relations: Vec<RelationAnswer>,
 }
 
 /// One relation.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct RelationAnswer {
     /// Source entity name.
     pub source: String,
@@ -268,14 +269,14 @@ pub struct RelationAnswer {
 }
 
 /// Answer shape of query entities.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct QueryEntitiesAnswer {
     /// Entity names.
     pub entities: Vec<String>,
 }
 
 /// Answer shape of a query graph.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct QueryGraphAnswer {
     /// Nodes, in order (edges name them by position).
     pub nodes: Vec<QueryGraphNode>,
@@ -285,7 +286,7 @@ pub struct QueryGraphAnswer {
 }
 
 /// A node of a query graph answer.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct QueryGraphNode {
     /// The entity as written in the question; null (or empty) for an unknown.
     #[serde(default)]
@@ -296,7 +297,7 @@ pub struct QueryGraphNode {
 }
 
 /// An edge of a query graph answer.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct QueryGraphEdge {
     /// One end, by position.
     pub from: usize,
@@ -310,32 +311,50 @@ pub struct QueryGraphEdge {
 /// The whole answer to `messages`: an answer cut at the token limit is asked again once with
 /// twice the room; cut again, it is a [`FailureKind::Truncated`] failure of the unit (never a
 /// shorter answer taken as complete).
-async fn chat_whole(client: &LlmClient, context: &CallContext, messages: &[Message]) -> Result<String, UnitError> {
+async fn chat_whole(
+    client: &LlmClient,
+    context: &CallContext,
+    messages: &[Message],
+    schema: (&str, &serde_json::Value),
+) -> Result<String, UnitError> {
     let llm_error = |e: LlmError| {
         let kind = if matches!(e, LlmError::Cut { .. }) { FailureKind::Truncated } else { FailureKind::LlmError };
         UnitError { kind, message: e.to_string() }
     };
-    match client.chat(context, messages).await {
+    match client.chat_json(context, messages, client.config().max_tokens, schema).await {
         Err(LlmError::Cut { max_tokens }) => {
             let room = CallContext { purpose: format!("{}_more_room", context.purpose), ..context.clone() };
-            client.chat_with_room(&room, messages, max_tokens.saturating_mul(2)).await.map_err(llm_error)
+            client.chat_json(&room, messages, max_tokens.saturating_mul(2), schema).await.map_err(llm_error)
         }
         other => other.map_err(llm_error),
     }
+}
+
+/// The JSON Schema of answers of shape `T`, and a name for it (`items_answer`).
+fn answer_schema<T: JsonSchema>() -> (String, serde_json::Value) {
+    let schema = schemars::schema_for!(T);
+    let name: String = T::schema_name()
+        .chars()
+        .flat_map(|c| if c.is_ascii_uppercase() { vec!['_', c.to_ascii_lowercase()] } else { vec![c] })
+        .collect();
+    (name.trim_start_matches('_').to_owned(), schema.to_value())
 }
 
 /// The version of how answers are read ([`ask_json`], [`super::parse`]), part of every prompt's
 /// version so that a change of it reruns what the LLM built.
 const ANSWER_READING: &str = "reading 2: cut answers asked again";
 
-/// Asks for JSON of shape `T`; an unreadable answer gets one repair round (the answer and the
+/// Asks for JSON of shape `T`, with its JSON Schema as the request's `response_format` (see
+/// [`LlmClient::chat_json`]); an unreadable answer gets one repair round (the answer and the
 /// parse error go back to the model) before giving up.
-pub async fn ask_json<T: DeserializeOwned>(
+pub async fn ask_json<T: DeserializeOwned + JsonSchema>(
     client: &LlmClient,
     context: &CallContext,
     messages: Vec<Message>,
 ) -> Result<T, UnitError> {
-    let answer = chat_whole(client, context, &messages).await?;
+    let (name, schema) = answer_schema::<T>();
+    let schema = (name.as_str(), &schema);
+    let answer = chat_whole(client, context, &messages, schema).await?;
     let error = match parse_json::<T>(&answer) {
         Ok(v) => return Ok(v),
         Err(e) => e,
@@ -344,7 +363,7 @@ pub async fn ask_json<T: DeserializeOwned>(
     repair.push(Message::assistant(answer));
     repair.push(Message::user(repair_request(&error)));
     let repair_context = CallContext { purpose: format!("{}_repair", context.purpose), ..context.clone() };
-    let answer = chat_whole(client, &repair_context, &repair).await?;
+    let answer = chat_whole(client, &repair_context, &repair, schema).await?;
     parse_json::<T>(&answer).map_err(|e| {
         // Unusable answers must not be served from the cache when the unit is retried.
         client.forget(&repair);

@@ -52,7 +52,10 @@ impl Runner {
 
     /// Asks every request for JSON of shape `T`, all at once (the client bounds concurrency),
     /// and returns the answers in order.
-    pub fn ask_all<T: DeserializeOwned>(&self, asks: Vec<(CallContext, Vec<Message>)>) -> Vec<Result<T, UnitError>> {
+    pub fn ask_all<T: DeserializeOwned + schemars::JsonSchema>(
+        &self,
+        asks: Vec<(CallContext, Vec<Message>)>,
+    ) -> Vec<Result<T, UnitError>> {
         let client = &self.client;
         self.runtime.block_on(futures::future::join_all(
             asks.into_iter().map(|(context, messages)| async move { ask_json::<T>(client, &context, messages).await }),

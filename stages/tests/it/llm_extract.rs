@@ -146,31 +146,48 @@ fn failed_chunks_are_recorded_and_only_they_are_asked_again() {
     assert_eq!(chunks_without_items, 0);
 }
 
-#[test]
-fn a_killed_run_resumes_without_asking_again_and_ends_with_the_same_tables() {
+/// An extract run interrupted midway: a reference index extracted whole by a slow endpoint,
+/// then a second index whose extract is started as a child (stderr as given) and waited for
+/// until it has asked a few questions, however long a loaded machine takes to start it.
+struct UnderWay {
+    _tmp: tempfile::TempDir,
+    server: FakeLlm,
+    env: Vec<(String, String)>,
+    reference: PathBuf,
+    index: PathBuf,
+    /// Requests of the reference run (the second index's are those after them: the endpoint is
+    /// part of every fingerprint, so both use the same one).
+    total: usize,
+    child: std::process::Child,
+}
+
+fn extract_under_way(stderr: std::process::Stdio) -> UnderWay {
     let tmp = tempfile::tempdir().unwrap();
     let slow = |r: &Request| Reply::Slow { delay: Duration::from_millis(25), then: Box::new(items_from_target(r)) };
-
     let reference = corpus_index(tmp.path(), "reference", 24);
     let server = FakeLlm::start(slow);
     let env = llm_env(&server, &tmp.path().join("small.toml"));
     assert_eq!(extract(&reference, &env).code, 0);
     let total = server.request_count();
 
-    // The same endpoint for the second index (the endpoint is part of every fingerprint); its
-    // requests are those after the reference's.
     let index = corpus_index(tmp.path(), "index", 24);
     let mut child = std::process::Command::new(bin("extract"));
-    child.args(["--index", index.to_str().unwrap()]).stderr(std::process::Stdio::null());
+    child.args(["--index", index.to_str().unwrap()]).stderr(stderr);
     for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("FLEXSTRUCT_")) {
         child.env_remove(k);
     }
-    let mut child = child.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str()))).spawn().unwrap();
-    // Killed once it has asked a few questions, however long a loaded machine takes to start it.
+    let child = child.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str()))).spawn().unwrap();
     let started = std::time::Instant::now();
     while server.request_count() < total + 4 && started.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(5));
     }
+    UnderWay { _tmp: tmp, server, env, reference, index, total, child }
+}
+
+#[test]
+fn a_killed_run_resumes_without_asking_again_and_ends_with_the_same_tables() {
+    let UnderWay { _tmp, server, env, reference, index, total, mut child } =
+        extract_under_way(std::process::Stdio::null());
     child.kill().unwrap();
     child.wait().unwrap();
     let first: Vec<String> = server.requests()[total..].iter().map(|r| r.body.to_string()).collect();
@@ -190,26 +207,9 @@ fn a_killed_run_resumes_without_asking_again_and_ends_with_the_same_tables() {
 
 #[test]
 fn a_run_sent_sigterm_stops_cleanly_and_a_rerun_does_the_rest() {
-    let tmp = tempfile::tempdir().unwrap();
-    let slow = |r: &Request| Reply::Slow { delay: Duration::from_millis(25), then: Box::new(items_from_target(r)) };
-    let reference = corpus_index(tmp.path(), "reference", 24);
-    let server = FakeLlm::start(slow);
-    let env = llm_env(&server, &tmp.path().join("small.toml"));
-    assert_eq!(extract(&reference, &env).code, 0);
-    let total = server.request_count();
-
-    let index = corpus_index(tmp.path(), "index", 24);
-    let mut child = std::process::Command::new(bin("extract"));
-    child.args(["--index", index.to_str().unwrap()]).stderr(std::process::Stdio::piped());
-    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("FLEXSTRUCT_")) {
-        child.env_remove(k);
-    }
-    let child = child.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str()))).spawn().unwrap();
     // What Slurm sends before a time limit or a preemption, once the run is under way.
-    let started = std::time::Instant::now();
-    while server.request_count() < total + 4 && started.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let UnderWay { _tmp, server: _server, env, reference, index, child, .. } =
+        extract_under_way(std::process::Stdio::piped());
     let sent = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(sent.success());
     let out = child.wait_with_output().unwrap();

@@ -19,6 +19,12 @@ const ABBREVIATIONS: &[&str] = &[
     "sept", "oct", "nov", "dec", "gen", "col", "capt", "lt", "sgt", "rev", "hon",
 ];
 
+/// Whether a text says nothing: no letter or digit (empty, or a placeholder such as "..." or
+/// "-" that a model copied from a prompt).
+pub fn is_blank(text: &str) -> bool {
+    !text.chars().any(char::is_alphanumeric)
+}
+
 /// Byte offsets just after each sentence end in `s`: a `.`, `!`, `?` or `…` (with any closing
 /// quotes or brackets) followed by whitespace, except after abbreviations, initials and inside
 /// numbers.

@@ -3,7 +3,8 @@
 //! jitter on 429, 5xx, timeouts and connection errors (honouring `Retry-After`). Every HTTP
 //! attempt and every cache hit is recorded for the `llm_calls` table.
 
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -103,8 +104,19 @@ pub struct LlmClient {
     cache: ResponseCache,
     counter: TokenCounter,
     calls: Mutex<Vec<CallRecord>>,
-    /// The form of `response_format` this endpoint takes, as far as the run has learnt.
-    structured: Mutex<StructuredOutput>,
+    /// The form of `response_format` this endpoint takes, as far as the process has learnt
+    /// (shared by every client of the same endpoint, model and configured form).
+    structured: Arc<Mutex<StructuredOutput>>,
+}
+
+/// What each endpoint (base URL, model, configured form) was found to take, for the life of
+/// the process: the clients of the stages and queries of one run learn a refusal once.
+fn learnt_form(config: &LlmConfig) -> Arc<Mutex<StructuredOutput>> {
+    type Forms = HashMap<(String, String, StructuredOutput), Arc<Mutex<StructuredOutput>>>;
+    static FORMS: LazyLock<Mutex<Forms>> = LazyLock::new(Mutex::default);
+    let key = (config.base_url.clone(), config.model.clone(), config.structured_output);
+    let mut forms = FORMS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    forms.entry(key).or_insert_with(|| Arc::new(Mutex::new(config.structured_output))).clone()
 }
 
 impl std::fmt::Debug for LlmClient {
@@ -183,7 +195,7 @@ impl LlmClient {
             cache: ResponseCache::new(index_root),
             counter: TokenCounter::cl100k(),
             calls: Mutex::new(Vec::new()),
-            structured: Mutex::new(config.structured_output),
+            structured: learnt_form(config),
         })
     }
 

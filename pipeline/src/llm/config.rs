@@ -50,7 +50,7 @@ pub struct LlmConfig {
 }
 
 /// How a prompt that expects JSON asks for it (`response_format` of the chat request).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StructuredOutput {
     /// `{"type": "json_schema", "json_schema": {"name", "schema"}}`: structured outputs

@@ -1,5 +1,5 @@
 //! Tolerant parsing of JSON answers: models wrap JSON in code fences, add prose around it,
-//! leave trailing commas or comments, use smart quotes. This repairs what changes no content
+//! leave trailing commas or comments, use smart quotes, break lines inside strings. This repairs what changes no content
 //! and says precisely what could not be read. An answer that stops in the middle of its JSON is
 //! never repaired into a shorter one: the elements after the cut would be lost without a trace,
 //! so it is an error (the caller asks again, and records a failure if that fails too).
@@ -77,7 +77,8 @@ fn structure(s: &str) -> Vec<(usize, char)> {
     out
 }
 
-/// Smart quotes outside strings become JSON quotes, `//` comments and trailing commas go.
+/// Smart quotes outside strings become JSON quotes, `//` comments and trailing commas go,
+/// control characters inside strings are escaped.
 fn clean(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let chars: Vec<char> = s.chars().collect();
@@ -106,6 +107,12 @@ fn clean(s: &str) -> String {
                     out.push('"');
                 }
                 '"' => out.push_str("\\\""),
+                // A raw line break or tab inside a string (JSON wants it escaped): small models
+                // write them even under a grammar.
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                c if c.is_control() && (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
                 _ => out.push(c),
             }
         } else {
@@ -164,6 +171,13 @@ mod tests {
     fn fences_prose_trailing_commas_and_comments() {
         let answer = "Here you go:\n```json\n{\"items\": [\n  {\"statement\": \"A {b}\", \"entities\": [\"A\",],}, // one\n]}\n```\nHope it helps.";
         assert_eq!(items(answer).unwrap(), [("A {b}".to_owned(), 1)]);
+    }
+
+    #[test]
+    fn line_breaks_and_tabs_inside_strings_are_escaped() {
+        // As Gemma 3 270M wrote under llama.cpp's JSON grammar.
+        let answer = "{\"items\": [{\"statement\": \"Held in Port Ellery.\n>>>\n\tTARGET:\u{1}\", \"entities\": []}]}";
+        assert_eq!(items(answer).unwrap(), [("Held in Port Ellery.\n>>>\n\tTARGET:\u{1}".to_owned(), 0)]);
     }
 
     #[test]

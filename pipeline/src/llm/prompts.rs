@@ -15,7 +15,7 @@ use super::parse::parse_json;
 use crate::core::ids::sha256_hex;
 use crate::io::{FailureKind, UnitError};
 
-/// Instructions for item extraction.
+/// Instructions for item extraction; [`items_instructions`] adds the worked example.
 const ITEMS_INSTRUCTIONS: &str = "\
 You turn a passage of a document into knowledge items for a retrieval index.
 
@@ -28,16 +28,73 @@ For every item give:
 - \"statement\": the fact in one clear sentence, with names written out in full;
 - \"span\": the exact words of the TARGET that support it, copied character for character \
 (one sentence or a few consecutive ones; do not paraphrase, shorten or fix it);
-- \"entities\": the entities the statement involves, as they are written in the TARGET.
+- \"entities\": the entities the statement involves, with names written out in full.
 
-Cover every fact of the TARGET. Answer with JSON only, in this form:
-{\"items\": [{\"statement\": \"...\", \"span\": \"...\", \"entities\": [\"...\", \"...\"]}]}";
+Cover every fact of the TARGET, one item per fact. Never write an item that is empty or that \
+the TARGET does not state. Answer with JSON only: an object whose \"items\" list holds the items.";
+
+/// A worked example of the item prompt: a context, a target and its items.
+#[derive(Debug, Clone, Copy)]
+pub struct ItemsExample {
+    /// The preceding passage.
+    pub context: &'static str,
+    /// The passage to extract from.
+    pub target: &'static str,
+    /// Its items.
+    pub items: &'static [ExampleItem],
+}
+
+/// An item of a worked example.
+#[derive(Debug, Clone, Copy)]
+pub struct ExampleItem {
+    /// The statement.
+    pub statement: &'static str,
+    /// Its span in the target.
+    pub span: &'static str,
+    /// Its entities.
+    pub entities: &'static [&'static str],
+}
+
+/// The worked example of the item prompt, in our own words. A weak model may copy it; the
+/// extract stage drops and counts items whose statement is one of these.
+pub const ITEMS_EXAMPLE: ItemsExample = ItemsExample {
+    context: "The Varden Bridge crosses the river Sola at Mirth. It was designed by the engineer Ilse Brandt.",
+    target: "Building began in 1931 and cost 2.4 million crowns. Brandt later taught at the technical college \
+             in Oslo until 1958.",
+    items: &[
+        ExampleItem {
+            statement: "Building of the Varden Bridge began in 1931 and cost 2.4 million crowns.",
+            span: "Building began in 1931 and cost 2.4 million crowns.",
+            entities: &["Varden Bridge", "1931", "2.4 million crowns"],
+        },
+        ExampleItem {
+            statement: "Ilse Brandt taught at the technical college in Oslo until 1958.",
+            span: "Brandt later taught at the technical college in Oslo until 1958.",
+            entities: &["Ilse Brandt", "technical college", "Oslo", "1958"],
+        },
+    ],
+};
+
+/// The item instructions with their worked example (as the system message, so that the prompt
+/// stays one system and one user message and the example is part of the shared prefix).
+fn items_instructions() -> String {
+    let ItemsExample { context, target, items } = ITEMS_EXAMPLE;
+    let items: Vec<serde_json::Value> = items
+        .iter()
+        .map(|i| serde_json::json!({"statement": i.statement, "span": i.span, "entities": i.entities}))
+        .collect();
+    let answer = serde_json::json!({ "items": items });
+    format!(
+        "{ITEMS_INSTRUCTIONS}\n\nExample. With the CONTEXT \"{context}\" and the TARGET \"{target}\", the answer is:\n{answer}"
+    )
+}
 
 /// Instructions for entity summaries.
 const SUMMARY_INSTRUCTIONS: &str = "\
 You write the summary of one entity for a retrieval index, from facts taken from one document. \
 Keep every name, number and date that matters; drop repetition; do not add anything that the \
-facts do not say. At most 120 words. Answer with JSON only: {\"summary\": \"...\"}";
+facts do not say. At most 120 words. Answer with JSON only: an object whose \"summary\" holds the \
+summary.";
 
 /// Instructions for pairwise relations.
 const RELATIONS_INSTRUCTIONS: &str = "\
@@ -46,14 +103,17 @@ FACTS about it (each with its source text), and the OTHER entities that appear i
 List every relation between the anchor and another entity that a fact states explicitly; do not \
 infer relations the text does not state. For every relation give the \"source\" and \"target\" \
 entity names exactly as listed, a short \"relation\" sentence naming both, and the number of the \
-\"fact\" that supports it. Answer with JSON only: \
-{\"relations\": [{\"source\": \"...\", \"target\": \"...\", \"relation\": \"...\", \"fact\": 1}]}";
+\"fact\" that supports it. Answer with JSON only: an object whose \"relations\" list holds them. \
+Example: with the ANCHOR Ilse Brandt, the fact 1 \"Ilse Brandt designed the Varden Bridge.\" and the \
+OTHER ENTITIES Varden Bridge; Oslo, the answer is {\"relations\": [{\"source\": \"Ilse Brandt\", \
+\"target\": \"Varden Bridge\", \"relation\": \"Ilse Brandt designed the Varden Bridge\", \"fact\": 1}]}";
 
 /// Instructions for query entities.
 const QUERY_ENTITIES_INSTRUCTIONS: &str = "\
 List the entities a question asks about or mentions: people, organisations, places, works, \
-events, concepts, quantities, dates, written as in the question. Answer with JSON only: \
-{\"entities\": [\"...\"]}";
+events, concepts, quantities, dates, written as in the question. Answer with JSON only. Example: \
+\"When did the designer of the Varden Bridge move to Oslo?\" gives {\"entities\": [\"Varden Bridge\", \
+\"Oslo\"]}";
 
 /// Instructions for the graph of a question (ψ of structure-guided retrieval).
 const QUERY_GRAPH_INSTRUCTIONS: &str = "\
@@ -65,9 +125,7 @@ on the way to it — as a node with \"name\": null. Mark the node the question a
 \"relation\" in plain words. Example: \"Where was the director of film X born?\" gives nodes \
 [{\"name\": \"X\"}, {\"name\": null}, {\"name\": null, \"answer\": true}] and edges \
 [{\"from\": 0, \"to\": 1, \"relation\": \"director\"}, {\"from\": 1, \"to\": 2, \
-\"relation\": \"place of birth\"}]. Use at most 8 nodes. Answer with JSON only: \
-{\"nodes\": [{\"name\": \"...\", \"answer\": false}], \"edges\": [{\"from\": 0, \"to\": 1, \
-\"relation\": \"...\"}]}";
+\"relation\": \"place of birth\"}]. Use at most 8 nodes. Answer with JSON only: an object with the \"nodes\" and \"edges\" lists.";
 
 /// Instructions for answering from numbered evidence.
 const ANSWER_INSTRUCTIONS: &str = "\
@@ -116,7 +174,7 @@ pub fn items_messages(window: &[&str], target: &str) -> Vec<Message> {
     user.push_str("TARGET:\n<<<\n");
     user.push_str(target);
     user.push_str("\n>>>");
-    vec![Message::system(ITEMS_INSTRUCTIONS), Message::user(user)]
+    vec![Message::system(items_instructions()), Message::user(user)]
 }
 
 /// Messages of an entity-summary request.
@@ -330,14 +388,32 @@ async fn chat_whole(
     }
 }
 
-/// The JSON Schema of answers of shape `T`, and a name for it (`items_answer`).
+/// The JSON Schema of answers of shape `T`, and a name for it (`items_answer`). Every property
+/// is required in it, those the parser would default too: a server that decodes to the schema
+/// then has the model write every field (a span it may leave empty, but never leave out).
 fn answer_schema<T: JsonSchema>() -> (String, serde_json::Value) {
-    let schema = schemars::schema_for!(T);
+    let mut schema = schemars::schema_for!(T).to_value();
+    require_every_property(&mut schema);
     let name: String = T::schema_name()
         .chars()
         .flat_map(|c| if c.is_ascii_uppercase() { vec!['_', c.to_ascii_lowercase()] } else { vec![c] })
         .collect();
-    (name.trim_start_matches('_').to_owned(), schema.to_value())
+    (name.trim_start_matches('_').to_owned(), schema)
+}
+
+/// Marks every property of every object in `schema` (definitions included) as required.
+fn require_every_property(schema: &mut serde_json::Value) {
+    match schema {
+        serde_json::Value::Object(object) => {
+            if let Some(serde_json::Value::Object(properties)) = object.get("properties") {
+                let names: Vec<serde_json::Value> = properties.keys().cloned().map(serde_json::Value::from).collect();
+                object.insert("required".into(), names.into());
+            }
+            object.values_mut().for_each(require_every_property);
+        }
+        serde_json::Value::Array(values) => values.iter_mut().for_each(require_every_property),
+        _ => {}
+    }
 }
 
 /// The version of how answers are read ([`ask_json`], [`super::parse`]), part of every prompt's
@@ -407,6 +483,39 @@ mod tests {
         assert_eq!(versions.len(), all.len());
         assert_eq!(Prompt::Items.version(), Prompt::Items.version());
         assert_eq!(Prompt::Items.version().len(), 12);
+    }
+
+    #[test]
+    fn the_item_example_is_verbatim_and_no_prompt_shows_a_placeholder_to_copy() {
+        for item in ITEMS_EXAMPLE.items {
+            assert!(ITEMS_EXAMPLE.target.contains(item.span), "{}", item.span);
+        }
+        let system = &items_messages(&[], "x")[0].content;
+        assert!(system.contains(ITEMS_EXAMPLE.items[1].statement));
+        let answer: ItemsAnswer = parse_json(system.rsplit("the answer is:\n").next().unwrap()).unwrap();
+        assert_eq!(answer.items.len(), ITEMS_EXAMPLE.items.len());
+        let prompts = [
+            items_messages(&["w"], "t"),
+            summary_messages("e", &["f"]),
+            relations_messages("a", &[("s", "p")], &["o"]),
+            query_entities_messages("q"),
+            query_graph_messages("q", &["e"]),
+            judge_messages("q", &["r".to_owned()], "a"),
+        ];
+        for messages in prompts {
+            assert!(messages.iter().all(|m| !m.content.contains("\"...\"")), "{}", messages[0].content);
+        }
+    }
+
+    #[test]
+    fn the_schemas_require_every_field_the_parser_would_default() {
+        let (name, schema) = answer_schema::<ItemsAnswer>();
+        assert_eq!(name, "items_answer");
+        let item = &schema["$defs"]["ItemAnswer"];
+        assert_eq!(item["required"], serde_json::json!(["entities", "span", "statement"]));
+        let (_, graph) = answer_schema::<QueryGraphAnswer>();
+        assert_eq!(graph["required"], serde_json::json!(["edges", "nodes"]));
+        assert_eq!(graph["$defs"]["QueryGraphNode"]["required"], serde_json::json!(["answer", "name"]));
     }
 
     #[test]

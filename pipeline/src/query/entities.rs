@@ -65,7 +65,7 @@ impl QueryEntities for LlmQueryEntities {
             .into_iter()
             .zip(questions)
             .map(|(answer, q)| match answer {
-                Ok(a) => a.entities.into_iter().filter(|e| !e.trim().is_empty()).collect(),
+                Ok(a) => a.entities.into_iter().filter(|e| !crate::core::text::is_blank(e)).collect(),
                 Err(_) => rules_query_entities(q),
             })
             .collect()

@@ -151,7 +151,13 @@ fn respond(state: &State, request: &Request) -> Reply {
         *n += 1;
         *n
     };
-    let fault = (attempt == 1).then(|| draw(state, &key)).flatten();
+    // Faults are drawn by what the request asks about, not by how our instructions word it, so
+    // that editing a prompt's instructions does not move the faults of a seeded run.
+    if let Some(messages) = body.get_mut("messages").and_then(|m| m.as_array_mut()) {
+        messages.retain(|m| m["role"] != "system");
+    }
+    let draw_key = sha256_hex(body.to_string().as_bytes());
+    let fault = (attempt == 1).then(|| draw(state, &draw_key)).flatten();
     count(state, &format!("requests{}", request.path.replace('/', "_")));
     if request.path.ends_with("/embeddings") {
         // Any fault of an embeddings request is a 503 (content faults do not apply).

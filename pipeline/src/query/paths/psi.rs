@@ -104,7 +104,7 @@ impl QueryGraphs for LlmQueryGraphs {
 
 /// The LLM's answer as a query graph, when it is one the matcher can use: 2 to [`MAX_NODES`]
 /// nodes, at least one named, every edge between two different nodes in range (each pair once),
-/// every node on an edge. Empty names are unknowns; without a node marked as the answer, the
+/// every node on an edge. Empty names (or names without a letter or digit) are unknowns; without a node marked as the answer, the
 /// last unknown is.
 pub fn from_answer(answer: &QueryGraphAnswer) -> Result<QueryGraph, String> {
     let n = answer.nodes.len();
@@ -113,7 +113,8 @@ pub fn from_answer(answer: &QueryGraphAnswer) -> Result<QueryGraph, String> {
     }
     let mut graph = QueryGraph::default();
     for node in &answer.nodes {
-        let mention = node.name.as_deref().map(str::trim).filter(|m| !m.is_empty()).map(str::to_owned);
+        let mention =
+            node.name.as_deref().map(str::trim).filter(|m| !crate::core::text::is_blank(m)).map(str::to_owned);
         graph.nodes.push(QueryNode { answer: node.answer && mention.is_none(), mention });
     }
     if graph.nodes.iter().all(|n| n.mention.is_none()) {
@@ -154,7 +155,7 @@ mod tests {
     #[test]
     fn a_chain_from_the_llm_becomes_a_query_graph() {
         let graph = from_answer(&answer(
-            r#"{"nodes": [{"name": "Changed It"}, {"name": null}, {"name": "", "answer": true}],
+            r#"{"nodes": [{"name": "Changed It"}, {"name": "..."}, {"name": "", "answer": true}],
                 "edges": [{"from": 0, "to": 1, "relation": "Performer"}, {"from": 1, "to": 2, "relation": "place of birth"}]}"#,
         ))
         .unwrap();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::{ExtractedItem, Extractor, ItemRequest, STAGE};
 use crate::core::backend::BackendId;
 use crate::io::{CallRecord, FailureKind, UnitError};
-use crate::llm::prompts::{ItemsAnswer, Prompt, items_messages};
+use crate::llm::prompts::{ITEMS_EXAMPLE, ItemsAnswer, Prompt, items_messages};
 use crate::llm::{CallContext, Runner};
 
 /// Extracts items with an LLM.
@@ -22,15 +22,16 @@ impl LlmExtractor {
     }
 }
 
+/// The items of an answer as the model wrote them (trimmed); the stage screens out empty ones
+/// and copies of the prompt's example, and counts them.
 fn to_items(answer: ItemsAnswer) -> Vec<ExtractedItem> {
     answer
         .items
         .into_iter()
-        .filter(|i| !i.statement.trim().is_empty())
         .map(|i| ExtractedItem {
             text: i.statement.trim().to_owned(),
             ref_text: i.span.trim().to_owned(),
-            entities: i.entities.into_iter().map(|e| e.trim().to_owned()).filter(|e| !e.is_empty()).collect(),
+            entities: i.entities.into_iter().map(|e| e.trim().to_owned()).collect(),
             span: None,
         })
         .collect()
@@ -113,6 +114,10 @@ impl Extractor for LlmExtractor {
 
     fn take_calls(&self, sorted_doc_ids: &[String]) -> Vec<CallRecord> {
         self.runner.drain_calls(sorted_doc_ids)
+    }
+
+    fn example_statements(&self) -> Vec<&'static str> {
+        ITEMS_EXAMPLE.items.iter().map(|item| item.statement).collect()
     }
 }
 

@@ -29,7 +29,7 @@ use super::Stage;
 use super::driver::{BucketOutput, BucketStage, RunContext, run_buckets};
 use crate::core::backend::BackendId;
 use crate::core::ids::value_fingerprint;
-use crate::core::text::{ByteOffsets, CharOffsets};
+use crate::core::text::{ByteOffsets, CharOffsets, is_blank};
 use crate::core::{Error, Result};
 use crate::io::parquet::{string_column, string_lists, typed};
 use crate::io::{CallRecord, Failure, FailureKind, StageMetrics, UnitError};
@@ -75,6 +75,11 @@ pub trait Extractor: Sync {
     fn take_calls(&self, _sorted_doc_ids: &[String]) -> Vec<CallRecord> {
         Vec::new()
     }
+    /// The statements of the examples the backend shows its model: an item with one of them
+    /// was copied from the prompt, not found in the chunk.
+    fn example_statements(&self) -> Vec<&'static str> {
+        Vec::new()
+    }
 }
 
 /// Counts of extracted items and how their spans were located.
@@ -90,6 +95,15 @@ pub struct ExtractCounts {
     pub located_normalised: u64,
     /// Items whose span was not found (null offsets).
     pub unlocated: u64,
+    /// Items left out because their statement has no letter or digit (empty, or a placeholder
+    /// such as "...").
+    pub dropped_empty: u64,
+    /// Items left out because their statement is one of the prompt's examples.
+    pub dropped_example: u64,
+    /// Entity names left out of items because they have no letter or digit.
+    pub dropped_entities: u64,
+    /// Chunks whose answer left no item (none written, or every one left out).
+    pub chunks_without_items: u64,
 }
 
 impl ExtractCounts {
@@ -99,6 +113,10 @@ impl ExtractCounts {
         self.located_exact += o.located_exact;
         self.located_normalised += o.located_normalised;
         self.unlocated += o.unlocated;
+        self.dropped_empty += o.dropped_empty;
+        self.dropped_example += o.dropped_example;
+        self.dropped_entities += o.dropped_entities;
+        self.chunks_without_items += o.chunks_without_items;
     }
 }
 
@@ -209,8 +227,9 @@ fn extract_bucket(
     for doc in &docs {
         per_doc.push((doc, answers.by_ref().take(doc.chunks.len()).collect::<Vec<_>>()));
     }
+    let examples = extractor.example_statements();
     let results: Vec<(Vec<ItemRow>, Vec<Failure>, ExtractCounts)> =
-        per_doc.into_par_iter().map(|(doc, answers)| locate_document(doc, answers, window)).collect();
+        per_doc.into_par_iter().map(|(doc, answers)| locate_document(doc, answers, window, &examples)).collect();
 
     let mut counts = ExtractCounts::default();
     let mut failures = Vec::new();
@@ -225,13 +244,34 @@ fn extract_bucket(
     Ok((BucketOutput { tables: vec![vec![batch]], failures, ..BucketOutput::default() }, counts, doc_ids))
 }
 
+/// The items of an answer worth keeping: those whose statement says something and is not one
+/// of the prompt's `examples`, without blank entity names; what is left out is counted.
+fn screen(items: Vec<ExtractedItem>, examples: &[&str], counts: &mut ExtractCounts) -> Vec<ExtractedItem> {
+    let mut kept = Vec::with_capacity(items.len());
+    for mut item in items {
+        if is_blank(&item.text) {
+            counts.dropped_empty += 1;
+        } else if examples.contains(&item.text.trim()) {
+            counts.dropped_example += 1;
+        } else {
+            let before = item.entities.len();
+            item.entities.retain(|e| !is_blank(e));
+            counts.dropped_entities += (before - item.entities.len()) as u64;
+            kept.push(item);
+        }
+    }
+    kept
+}
+
 /// Locates the spans of one document's extracted items (in the target chunk, else the window
 /// the extractor saw, else the document) and numbers them in extraction order. A located item's
 /// `ref_text` becomes the document's own text at its offsets, so that the two always agree.
+/// Items that say nothing or copy the prompt's `examples` are left out first (and counted).
 fn locate_document(
     doc: &DocChunks<'_>,
     answers: Vec<Result<Vec<ExtractedItem>, UnitError>>,
     window: Window,
+    examples: &[&str],
 ) -> (Vec<ItemRow>, Vec<Failure>, ExtractCounts) {
     let locator = Locator::new(doc.text);
     let mut offsets = CharOffsets::new(doc.text);
@@ -258,12 +298,15 @@ fn locate_document(
         };
         counts.chunks += 1;
         let items = match answer {
-            Ok(items) => items,
+            Ok(items) => screen(items, examples, &mut counts),
             Err(e) => {
                 failures.push(fail(chunk_idx, e.kind, e.message));
                 continue;
             }
         };
+        if items.is_empty() {
+            counts.chunks_without_items += 1;
+        }
         let chunk = chunk_byte..chunk_byte + text.len();
         let first = window.prefix(position + 1).start.saturating_sub(1);
         let seen = chunk_start_bytes[first..position].iter().flatten().next().copied().unwrap_or(chunk_byte);

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::{DocGraph, EdgeOut, EntityIn, GraphConfig, RelationExtractor, Relations, STAGE};
+use super::{DocGraph, EdgeOut, EntityIn, GraphConfig, RelationDrops, RelationExtractor, Relations, STAGE};
 use crate::core::backend::BackendId;
 use crate::core::ids::stable_id;
 use crate::core::names::normalize;
@@ -93,6 +93,7 @@ fn llm_edges(docs: &[DocGraph], tau_e: usize, runner: &Runner) -> Relations {
     }
     let mut edges: Vec<BTreeSet<EdgeOut>> = vec![BTreeSet::new(); docs.len()];
     let mut failures = Vec::new();
+    let mut dropped = RelationDrops::default();
     for (ask, answer) in asks.into_iter().zip(runner.ask_all::<RelationsAnswer>(messages)) {
         let DocGraph { doc_id, entities, .. } = &docs[ask.doc];
         let answer = match answer {
@@ -110,9 +111,17 @@ fn llm_edges(docs: &[DocGraph], tau_e: usize, runner: &Runner) -> Relations {
         };
         let resolve = entity_resolver(entities);
         for relation in answer.relations {
-            let (Some(source), Some(target)) = (resolve(&relation.source), resolve(&relation.target)) else { continue };
+            let (Some(source), Some(target)) = (resolve(&relation.source), resolve(&relation.target)) else {
+                dropped.unresolved_ends += 1;
+                continue;
+            };
             let text = relation.relation.trim();
-            if source == target || text.is_empty() {
+            if source == target {
+                dropped.self_relations += 1;
+                continue;
+            }
+            if crate::core::text::is_blank(text) {
+                dropped.empty_relations += 1;
                 continue;
             }
             // The fact the model cites, when it is one of those it was given; otherwise the
@@ -128,7 +137,7 @@ fn llm_edges(docs: &[DocGraph], tau_e: usize, runner: &Runner) -> Relations {
             });
         }
     }
-    Relations { edges: edges.into_iter().map(|set| set.into_iter().collect()).collect(), failures }
+    Relations { edges: edges.into_iter().map(|set| set.into_iter().collect()).collect(), failures, dropped }
 }
 
 /// Maps a name the model wrote to an entity id: exact name or alias first, then normalised.

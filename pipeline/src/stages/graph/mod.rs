@@ -24,9 +24,9 @@ pub use rules::{RulesRelations, document_edges};
 
 use super::Stage;
 use super::driver::{BucketOutput, BucketStage, RunContext, run_buckets};
-use crate::core::Result;
 use crate::core::backend::BackendId;
 use crate::core::ids::value_fingerprint;
+use crate::core::{Error, Result};
 use crate::io::parquet::{string_column, typed};
 use crate::io::{CallRecord, Failure, StageMetrics};
 
@@ -54,6 +54,28 @@ pub struct Relations {
     pub edges: Vec<Vec<EdgeOut>>,
     /// Units (an anchor's prompt) that failed; the edges found elsewhere stand.
     pub failures: Vec<Failure>,
+    /// What an answer held that could not become an edge.
+    pub dropped: RelationDrops,
+}
+
+/// Relations an answer held that did not become edges, by why: counted in the stage's metrics,
+/// never dropped without a trace.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RelationDrops {
+    /// An end names no entity of the document (neither a name nor an alias, even normalised).
+    pub unresolved_ends: u64,
+    /// Both ends name the same entity.
+    pub self_relations: u64,
+    /// The relation's own text is empty.
+    pub empty_relations: u64,
+}
+
+impl RelationDrops {
+    fn add(&mut self, o: &RelationDrops) {
+        self.unresolved_ends += o.unresolved_ends;
+        self.self_relations += o.self_relations;
+        self.empty_relations += o.empty_relations;
+    }
 }
 
 /// The pairwise-relations capability: the edges around every anchor (hyperdegree > τ_e) of
@@ -77,6 +99,9 @@ pub struct GraphDetails {
     pub relations: BackendId,
     /// Edges written in this run without a supporting hyperedge (no valid citation).
     pub unlinked: u64,
+    /// Relations of this run's answers that did not become edges.
+    #[serde(flatten)]
+    pub dropped: RelationDrops,
 }
 
 /// What a graph run did.
@@ -94,13 +119,16 @@ pub fn run(ctx: &RunContext<'_>, config: &GraphConfig, relations: &dyn RelationE
     };
     let label = identity.label();
     let unlinked = std::sync::atomic::AtomicU64::new(0);
+    let dropped = std::sync::Mutex::new(RelationDrops::default());
     let metrics = run_buckets(ctx, &stage, |_, inputs| {
-        let output = build_bucket(&inputs[0], &inputs[1], &inputs[2], config, relations, &label)?;
+        let (output, bucket_dropped) = build_bucket(&inputs[0], &inputs[1], &inputs[2], config, relations, &label)?;
         let nulls = output.tables[0].iter().map(|b| b.column(5).null_count() as u64).sum::<u64>();
         unlinked.fetch_add(nulls, std::sync::atomic::Ordering::Relaxed);
+        dropped.lock().map_err(|_| Error::Internal("counter lock poisoned".into()))?.add(&bucket_dropped);
         Ok(output)
     })?;
-    Ok(metrics.with_details(GraphDetails { relations: identity, unlinked: unlinked.into_inner() }))
+    let dropped = dropped.into_inner().map_err(|_| Error::Internal("counter lock poisoned".into()))?;
+    Ok(metrics.with_details(GraphDetails { relations: identity, unlinked: unlinked.into_inner(), dropped }))
 }
 
 /// An entity as the graph stage needs it.
@@ -139,7 +167,7 @@ fn build_bucket(
     config: &GraphConfig,
     relations: &dyn RelationExtractor,
     label: &str,
-) -> Result<BucketOutput> {
+) -> Result<(BucketOutput, RelationDrops)> {
     let mut docs: BTreeMap<String, DocGraph> = BTreeMap::new();
     fn doc<'a>(docs: &'a mut BTreeMap<String, DocGraph>, id: &str) -> &'a mut DocGraph {
         docs.entry(id.to_owned()).or_insert_with(|| DocGraph { doc_id: id.to_owned(), ..DocGraph::default() })
@@ -197,5 +225,7 @@ fn build_bucket(
             Arc::new(StringArray::from(vec![label; rows.len()])),
         ],
     )?;
-    Ok(BucketOutput { tables: vec![vec![batch]], failures: found.failures, llm_calls: relations.take_calls(&doc_ids) })
+    let output =
+        BucketOutput { tables: vec![vec![batch]], failures: found.failures, llm_calls: relations.take_calls(&doc_ids) };
+    Ok((output, found.dropped))
 }

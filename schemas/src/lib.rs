@@ -121,6 +121,7 @@ pub mod col {
     pub const LATENCY_MS: &str = "latency_ms";
     pub const CACHED: &str = "cached";
     pub const STATUS: &str = "status";
+    pub const RESPONSE_FORMAT: &str = "response_format";
 
     pub const KIND: &str = "kind";
     pub const MESSAGE: &str = "message";
@@ -271,9 +272,11 @@ impl Table {
 
     /// Version of the table's layout, written into every part file and checked on read.
     /// Version 2 of hyperedges, entities, edges and their kb tables added the `backend` column;
-    /// version 2 of documents the `corpus` column.
+    /// version 2 of documents the `corpus` column; version 2 of `llm_calls` the
+    /// `response_format` column.
     pub fn schema_version(self) -> u32 {
         match self {
+            Table::LlmCalls => 2,
             Table::Documents
             | Table::Hyperedges
             | Table::Entities
@@ -282,6 +285,17 @@ impl Table {
             | Table::KbEntities
             | Table::KbEdges => 2,
             _ => SCHEMA_VERSION,
+        }
+    }
+
+    /// The columns a part written with layout `version` may lack: a log table (`llm_calls`)
+    /// only ever grows by nullable columns, and its older parts are read with them null (a log
+    /// is never recomputed, so refusing them would lose it). None: that layout is not read.
+    pub fn columns_added_since(self, version: u32) -> Option<&'static [&'static str]> {
+        match (self, version) {
+            _ if version == self.schema_version() => Some(&[]),
+            (Table::LlmCalls, 1) => Some(&[col::RESPONSE_FORMAT]),
+            _ => None,
         }
     }
 
@@ -429,6 +443,7 @@ fn fields(table: Table) -> Vec<Field> {
             i64_(LATENCY_MS),
             Field::new(CACHED, DataType::Boolean, false),
             utf8(STATUS),
+            utf8_null(RESPONSE_FORMAT),
         ],
         Table::Failures => vec![utf8(STAGE), utf8_null(DOC_ID), utf8(UNIT), utf8(KIND), utf8(MESSAGE)],
         Table::Manifest => vec![
@@ -676,9 +691,19 @@ fn type_matches(expected: &DataType, found: &DataType) -> bool {
 /// Checks that `found` has exactly the columns of `table`, with matching types; `location` (a file
 /// path, or a description of an in-memory batch) goes into the error.
 pub fn check_schema(table: Table, found: &Schema, location: &str) -> Result<(), SchemaError> {
+    check_schema_of_layout(table, found, location, table.schema_version())
+}
+
+/// [`check_schema`] for a part written with layout `version`, which may lack the columns added
+/// since ([`Table::columns_added_since`]).
+pub fn check_schema_of_layout(table: Table, found: &Schema, location: &str, version: u32) -> Result<(), SchemaError> {
     let expected = table.schema();
+    let added = table.columns_added_since(version).unwrap_or_default();
     for want in expected.fields() {
         let Ok(got) = found.field_with_name(want.name()) else {
+            if added.contains(&want.name().as_str()) {
+                continue;
+            }
             return Err(SchemaError::MissingColumn {
                 table,
                 location: location.to_owned(),
@@ -710,12 +735,14 @@ pub fn check_schema(table: Table, found: &Schema, location: &str) -> Result<(), 
     Ok(())
 }
 
-/// Checks the flexstruct key-value metadata of a Parquet file (table name and schema version).
-pub fn check_metadata(table: Table, metadata: &HashMap<String, String>, location: &str) -> Result<(), SchemaError> {
+/// Checks the flexstruct key-value metadata of a Parquet file (table name and schema version: the
+/// current one, or an older one the table still reads); returns the version.
+pub fn check_metadata(table: Table, metadata: &HashMap<String, String>, location: &str) -> Result<u32, SchemaError> {
     check_table_name(table, metadata, location)?;
-    match metadata.get(meta::SCHEMA_VERSION) {
-        Some(v) if v.parse::<u32>() == Ok(table.schema_version()) => Ok(()),
-        found => Err(SchemaError::Version {
+    let version = metadata.get(meta::SCHEMA_VERSION).and_then(|v| v.parse::<u32>().ok());
+    match (version, metadata.get(meta::SCHEMA_VERSION)) {
+        (Some(v), _) if table.columns_added_since(v).is_some() => Ok(v),
+        (_, found) => Err(SchemaError::Version {
             table,
             location: location.to_owned(),
             found: found.cloned().unwrap_or_else(|| "none".to_owned()),

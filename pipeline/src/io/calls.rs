@@ -42,6 +42,9 @@ pub struct CallRecord {
     /// `response_format`: the request was sent again with the next form down, which the client
     /// keeps to for the rest of the run).
     pub status: String,
+    /// The `response_format` type the request carried (`json_schema`, `json_object`; None: no
+    /// form, or a request that asks for no JSON). Null in parts written before the column.
+    pub response_format: Option<String>,
 }
 
 /// Calls as a batch of the `llm_calls` table.
@@ -64,6 +67,7 @@ pub fn calls_batch(calls: &[CallRecord]) -> Result<RecordBatch> {
             ints(|c| c.latency_ms),
             bools(|c| c.cached),
             strings(|c| Some(&c.status)),
+            strings(|c| c.response_format.as_deref()),
         ],
     )?)
 }
@@ -102,11 +106,61 @@ mod tests {
             latency_ms: 1,
             cached: false,
             status: "ok".into(),
+            response_format: None,
         };
         append_calls(&index, "query", "all", &[call("answer")]).unwrap();
         append_calls(&index, "query", "all", &[call("answer"), call("query_entities")]).unwrap();
         let rows: usize =
             crate::io::parquet::read_table(&index, Table::LlmCalls).unwrap().iter().map(|b| b.num_rows()).sum();
         assert_eq!(rows, 3);
+    }
+
+    #[test]
+    fn parts_written_before_the_response_format_column_are_read_with_it_null() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open_or_create(dir.path(), Some(4)).unwrap();
+        let mut call = CallRecord {
+            stage: "extract".into(),
+            doc_id: Some("d".into()),
+            purpose: "items".into(),
+            model: "m".into(),
+            request_id: "r".into(),
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            tokens_estimated: false,
+            latency_ms: 1,
+            cached: false,
+            status: "ok".into(),
+            response_format: Some("json_object".into()),
+        };
+        append_calls(&index, "extract", "new", std::slice::from_ref(&call)).unwrap();
+        // A part of layout 1, as written before the column existed.
+        call.response_format = None;
+        let batch = calls_batch(&[call]).unwrap();
+        let old = batch.project(&(0..batch.num_columns() - 1).collect::<Vec<_>>()).unwrap();
+        let metadata = vec![
+            parquet::file::metadata::KeyValue::new(flexstruct_schemas::meta::TABLE.to_owned(), "llm_calls".to_owned()),
+            parquet::file::metadata::KeyValue::new(flexstruct_schemas::meta::SCHEMA_VERSION.to_owned(), "1".to_owned()),
+        ];
+        let props =
+            parquet::file::properties::WriterProperties::builder().set_key_value_metadata(Some(metadata)).build();
+        let path = index.table_dir(Table::LlmCalls).join("part-old.parquet");
+        let mut writer =
+            parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), old.schema(), Some(props))
+                .unwrap();
+        writer.write(&old).unwrap();
+        writer.close().unwrap();
+
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rows = runtime.block_on(async {
+            let session = crate::io::sql::IndexSql::open(&index).await.unwrap();
+            let query =
+                "SELECT coalesce(response_format, 'null') AS f, count(*) AS n FROM llm_calls GROUP BY 1 ORDER BY 1";
+            let batches = session.run(query).await.unwrap().concat();
+            crate::io::sql::format_batches(&batches, crate::io::sql::OutputFormat::Csv, 0).unwrap()
+        });
+        assert_eq!(rows, "f,n\njson_object,1\nnull,1\n");
+        // Other layouts of the log are still refused by name.
+        assert!(Table::LlmCalls.columns_added_since(0).is_none());
     }
 }

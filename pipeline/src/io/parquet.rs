@@ -12,7 +12,9 @@ use arrow::array::{
 };
 use arrow::compute::{filter_record_batch, kernels::cmp::eq};
 use arrow::datatypes::{DataType, Field};
-use flexstruct_schemas::{Table, check_metadata, check_schema, check_table_name, col, meta, part_metadata};
+use flexstruct_schemas::{
+    Table, check_metadata, check_schema, check_schema_of_layout, check_table_name, col, meta, part_metadata,
+};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
@@ -71,8 +73,8 @@ pub fn check_footer(
     location: &str,
 ) -> Result<HashMap<String, String>> {
     let kv = key_values(metadata);
-    check_metadata(table, &kv, location)?;
-    check_schema(table, schema, location)?;
+    let version = check_metadata(table, &kv, location)?;
+    check_schema_of_layout(table, schema, location, version)?;
     Ok(kv)
 }
 

@@ -394,6 +394,7 @@ impl LlmClient {
                 self.record(
                     context,
                     key,
+                    body,
                     hit.prompt_tokens,
                     hit.completion_tokens,
                     hit.tokens_estimated,
@@ -428,15 +429,15 @@ impl LlmClient {
                     };
                     if cut {
                         // Spent, recorded, and not an answer: the caller asks again with more room.
-                        self.record(context, key, prompt, completion, estimated, latency, false, "length");
+                        self.record(context, key, body, prompt, completion, estimated, latency, false, "length");
                         let max_tokens = body["max_tokens"].as_u64().unwrap_or_default() as u32;
                         return Err(LlmError::Cut { max_tokens });
                     }
                     if let Err(message) = accept(&content) {
-                        self.record(context, key, prompt, completion, estimated, latency, false, "refused");
+                        self.record(context, key, body, prompt, completion, estimated, latency, false, "refused");
                         return Err(LlmError::Refused { status: 200, message });
                     }
-                    self.record(context, key, prompt, completion, estimated, latency, false, "ok");
+                    self.record(context, key, body, prompt, completion, estimated, latency, false, "ok");
                     let entry = CachedAnswer {
                         content: content.clone(),
                         prompt_tokens: prompt,
@@ -449,11 +450,11 @@ impl LlmClient {
                     return Ok(content);
                 }
                 Attempt::Fail(error, status) => {
-                    self.record(context, key, 0, 0, false, latency, false, &status);
+                    self.record(context, key, body, 0, 0, false, latency, false, &status);
                     return Err(error);
                 }
                 Attempt::Retry { status, error, after } => {
-                    self.record(context, key, 0, 0, false, latency, false, &status);
+                    self.record(context, key, body, 0, 0, false, latency, false, &status);
                     last_error = error;
                     if attempt < self.config.max_retries {
                         tokio::time::sleep(after.unwrap_or_else(|| self.backoff(attempt))).await;
@@ -584,6 +585,7 @@ impl LlmClient {
         &self,
         context: &CallContext,
         request_id: &str,
+        body: &serde_json::Value,
         prompt: u64,
         completion: u64,
         estimated: bool,
@@ -603,6 +605,11 @@ impl LlmClient {
             latency_ms,
             cached,
             status: status.to_owned(),
+            response_format: body
+                .get("response_format")
+                .and_then(|f| f.get("type"))
+                .and_then(|t| t.as_str())
+                .map(str::to_owned),
         };
         if let Ok(mut calls) = self.calls.lock() {
             calls.push(record);

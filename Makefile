@@ -42,7 +42,7 @@ EVAL_FLAGS = --index $(QA_INDEX) --questions $(QA) --out $(EVAL_DIR) $(if $(CONF
 STAGE_FLAGS = --index $(INDEX) --shard $(SHARD) $(if $(CONFIG),--config $(CONFIG))
 
 .DEFAULT_GOAL := help
-.PHONY: help modes build model onnx demo lint test serve-test serve fuzz bench bench-serve bench-embed bench-scale bench-slurm bench-s3 local-llm local-llm-test llm-index slurm-index slurm-status slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
+.PHONY: help modes build model onnx demo lint test serve-test serve fuzz bench bench-serve bench-embed bench-scale bench-slurm bench-s3 local-llm local-llm-test bench-local-llm llm-index slurm-index slurm-status slurm-test s3-test ingest chunk extract hypergraph graph embed cluster merge paths paths-ablation index query eval ablate sweep qa-index status sql clean
 
 help: ## List the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -213,6 +213,9 @@ local-llm: ## Start a real OpenAI-compatible server with a small real model on 1
 
 local-llm-test: build ## The whole construction and one answer through the real local server (make local-llm's; SmolLM2-135M, LLM_MODEL= for the other) on two paragraphs of the sample, with structured_output json_schema and none: no unit lost, spans verbatim, the refusal learnt, every call recorded; the server stopped after
 	BIN=$(BIN) LLM_MODEL=$(or $(LLM_MODEL),smollm2-135m) scripts/local-llm-test.sh
+
+bench-local-llm: build ## What make local-llm's models do as our extractor on CORPUS (FORMS="json_schema none", MODELS=, MAX_TOKENS=1024): parse share, items per chunk, spans, what was left out, kb per document, tokens, tokens/s, and hybrid's answer recall on QUESTIONS over that kb vs the rules kb; READER_SETS="2wiki …" READER_LIMIT=30: EM/F1 as the reader vs the extractive reader
+	BIN=$(BIN) scripts/bench-local-llm.sh $(CORPUS) $(or $(QUESTIONS),data/sample/questions.jsonl)
 
 query: build ## Answer Q="a question" (printed), or QUESTIONS=<jsonl> into OUT=<answers.jsonl>, from INDEX with MODE= (one of `make modes`; paths: after `make paths`)
 	@if [ -n "$(Q)" ]; then \

@@ -9,8 +9,9 @@
 # schema) and = none (free text, read by the tolerant parser), then one question is answered by
 # the model from the kb. Checks, for both: no unit lost (every chunk has items, a failure row or
 # is counted as answered without items), every located span is the document's own text, every
-# call recorded; with the schema, every answer parsed and the refusal was asked once. The
-# server is stopped by this script.
+# call recorded with the form it carried; with the schema, every answer parsed and the server's
+# refusal of json_schema was learnt (once per process, by the requests then formed). The server
+# is stopped by this script.
 set -euo pipefail
 bin=${BIN:-target/debug}
 model=${LLM_MODEL:-smollm2-135m}

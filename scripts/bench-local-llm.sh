@@ -92,16 +92,15 @@ for model in $models; do
 import json, sys
 model, form, wall = sys.argv[1:4]
 extract, graph, failures, calls, kb, recall = (json.loads(a) for a in sys.argv[4:])
-d = {}
-for run in extract:
-    for k, v in json.loads(run["inputs"])["details"].items():
-        if isinstance(v, int):
-            d[k] = d.get(k, 0) + v
-g = {}
-for run in graph:
-    for k, v in json.loads(run["inputs"])["details"].items():
-        if isinstance(v, int):
-            g[k] = g.get(k, 0) + v
+def totals(runs):
+    """The counts of a stage's runs' details, summed."""
+    out = {}
+    for run in runs:
+        for k, v in json.loads(run["inputs"])["details"].items():
+            if isinstance(v, int):
+                out[k] = out.get(k, 0) + v
+    return out
+d, g = totals(extract), totals(graph)
 fails = {f"{f['stage']}/{f['kind']}": f["n"] for f in failures}
 chunks = d.get("chunks", 0)
 unparsed = sum(n for k, n in fails.items() if k.endswith("unparseable"))

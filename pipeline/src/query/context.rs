@@ -174,14 +174,35 @@ fn finish(r: &Retrieved, id: String, doc_id: &str, text: String, pieces: Vec<Pie
 }
 
 /// The line of one piece of evidence in the context given to the generator, with its line
-/// break. cl100k never joins a line break to the `[` that opens the next line, so the tokens of
-/// a context are exactly the sum of its lines' tokens (each line is counted once).
+/// break: its [`head`] and its [`body`]. cl100k never joins a line break to the `[` that opens
+/// the next line, so the tokens of a context are exactly the sum of its lines' tokens (each line
+/// is counted once).
 pub fn line(number: usize, e: &Evidence) -> String {
+    head(number, e) + &body(e)
+}
+
+/// `[n] (unit; doc start-end)`: where a line's evidence is from.
+fn head(number: usize, e: &Evidence) -> String {
     let span = match (e.start, e.end) {
         (Some(s), Some(t)) => format!(" {s}-{t}"),
         _ => String::new(),
     };
-    format!("[{number}] ({}; {}{span}) {}\n", e.unit.name(), e.doc_id, e.text.trim())
+    format!("[{number}] ({}; {}{span})", e.unit.name(), e.doc_id)
+}
+
+/// ` text` and the line break: what a line says.
+fn body(e: &Evidence) -> String {
+    format!(" {}\n", e.text.trim())
+}
+
+/// The tokens of [`line`]: those of its head and those of its body, each remembered
+/// ([`TokenCounter::count_memo`]), since the same evidence comes back in context after context
+/// under one number or another. The sum is exact: cl100k splits a text into pieces before
+/// encoding each, and the `)` that ends a head is a piece of its own whatever the body (a piece
+/// that holds punctuation ends before a space, and the body starts with one), so no piece
+/// crosses from head to body (a property test checks it).
+fn line_tokens(number: usize, e: &Evidence, counter: &TokenCounter) -> usize {
+    counter.count_memo(&head(number, e)) + counter.count_memo(&body(e))
 }
 
 impl Context {
@@ -252,7 +273,7 @@ impl Context {
                     continue;
                 }
             }
-            e.tokens = counter.count(&line(kept.len() + 1, &e));
+            e.tokens = line_tokens(kept.len() + 1, &e, counter);
             if budget > 0 && used + e.tokens > budget {
                 // The piece that crosses the budget is cut to the room left, when that room is
                 // worth a piece (or when nothing was kept yet); everything ranked below it goes.
@@ -374,7 +395,7 @@ fn passage(parts: Vec<Evidence>) -> Evidence {
 fn recount(kept: &mut [Evidence], counter: &TokenCounter) -> usize {
     let mut total = 0;
     for (i, e) in kept.iter_mut().enumerate() {
-        e.tokens = counter.count(&line(i + 1, e));
+        e.tokens = line_tokens(i + 1, e, counter);
         total += e.tokens;
     }
     total
@@ -438,6 +459,20 @@ mod tests {
             let sum: usize = evidence.iter().enumerate().map(|(i, e)| counter.count(&line(i + 1, e))).sum();
             let context = Context { evidence, trimmed: 0, tokens: 0, notes: Vec::new(), structure: None };
             prop_assert_eq!(sum, counter.count(&context.render()));
+        }
+
+        /// A line's tokens are its head's and its body's, whatever its text, its document's
+        /// name and its span.
+        #[test]
+        fn a_line_counts_as_its_head_and_body(
+            text in "[a-zA-Z0-9 .,;:!?()\\[\\]'\"\n\r\t-]{0,40}|[éü東京🚀 .'\n]{0,12}",
+            doc_id in "[a-zA-Z0-9_.()' -]{1,12}",
+            number in 1usize..200,
+            start in prop::option::of(0i64..100_000),
+        ) {
+            let counter = TokenCounter::cl100k();
+            let e = Evidence { doc_id, ..evidence(text, start) };
+            prop_assert_eq!(line_tokens(number, &e, &counter), counter.count(&line(number, &e)));
         }
     }
 }

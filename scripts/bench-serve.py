@@ -59,8 +59,16 @@ def percentile(values, p):
     return ordered[min(len(ordered) - 1, int(round((len(ordered) - 1) * p)))]
 
 
-def load(port, path, questions, clients, total):
-    """`total` requests by `clients` threads, one at a time each: (requests/s, p50 ms, p99 ms, errors)."""
+def cpu_s(pid):
+    """CPU seconds (user and system) process `pid` has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load(port, path, questions, clients, total, server_pid):
+    """`total` requests by `clients` threads, one at a time each: requests/s, p50 and p99 ms,
+    errors, the server's CPU milliseconds a request and the client's CPU share."""
     latencies, errors = [], []
     counter = iter(range(total))
     lock = threading.Lock()
@@ -80,12 +88,13 @@ def load(port, path, questions, clients, total):
         conn.close()
 
     threads = [threading.Thread(target=client) for _ in range(clients)]
-    started = time.perf_counter()
+    started, cpu, server_cpu = time.perf_counter(), time.process_time(), cpu_s(server_pid)
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    server_cpu = cpu_s(server_pid) - server_cpu
     return {
         "clients": clients,
         "requests": total,
@@ -93,6 +102,10 @@ def load(port, path, questions, clients, total):
         "requests_per_s": round(len(latencies) / wall, 1),
         "p50_ms": round(percentile(latencies, 0.5) * 1000, 1),
         "p99_ms": round(percentile(latencies, 0.99) * 1000, 1),
+        "server_cpu_ms_per_request": round(server_cpu * 1000 / max(1, total), 2),
+        # The client's own CPU time (every thread), as a share of one core's wall time: what the
+        # measuring takes of the cores the server runs on.
+        "client_cpu_per_wall": round(cpu / wall, 2),
     }
 
 
@@ -179,9 +192,9 @@ def main():
 
         runs = []
         for path in ["/v1/retrieve", "/v1/query"]:
-            load(port, path, questions, 4, min(120, args.requests))  # warm-up
+            load(port, path, questions, 4, min(120, args.requests), server.pid)  # warm-up
             for clients in [int(c) for c in args.clients.split(",")]:
-                run = load(port, path, questions, clients, args.requests)
+                run = load(port, path, questions, clients, args.requests, server.pid)
                 run["endpoint"] = path
                 runs.append(run)
                 print(json.dumps(run), flush=True)

@@ -63,7 +63,8 @@ impl TokenCounter {
     }
 }
 
-/// Most texts [`TokenCounter::count_memo`] remembers (a key and a count: about 6 MB when full).
+/// Most texts [`TokenCounter::count_memo`] remembers (a key and a count, 24 bytes, and the
+/// table's spare room: 7 to 13 MB when full).
 pub const MEMO_ENTRIES: usize = 1 << 18;
 
 /// Token counts by (byte length, hash) of the text.

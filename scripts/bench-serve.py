@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Times flexstruct-serve on an index (`make bench-serve`): start to first answer, resident memory
 beside the index's vectors and texts, requests/s and p50/p99 of /v1/retrieve and /v1/query at 1,
-4 and 16 clients (each client one request at a time over a kept-alive connection), the same
+4 and 16 clients (each client one request at a time over a kept-alive connection; with the
+server's CPU time a request and the client's own CPU share), the same
 questions answered by one flexstruct-query process each, and the time from uploading one small
 document to its being answerable. The index is served from a hard-linked copy (the upload and its
 deletion never touch the original). Standard library only.

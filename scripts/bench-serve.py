@@ -8,8 +8,10 @@ document to its being answerable. The index is served from a hard-linked copy (t
 deletion never touch the original). Standard library only.
 
 With --baseline SMALL_INDEX (make bench-serve uses the sample's), the resident memory of a server
-of that small index is measured first: what the process takes whatever it serves (the embedding
-model, its runtime, the tokenizer), so that what the index itself adds can be told apart.
+of that small index is measured first, after the same requests: what the process takes whatever it
+serves (the embedding model, its runtime, the tokenizer, what answering grows), so that what the
+index itself adds can be told apart. The index's own count of the heap it keeps, by part, is read
+from /metrics beside it.
 
 --load-only times /v1/retrieve and /v1/query alone (no memory baseline, upload or per-process
 run); --serve-binary runs another build of flexstruct-serve (to compare two side by side).
@@ -126,6 +128,35 @@ def first_answer(port, question, server):
             sys.exit("the server stopped")
 
 
+def history(port, questions, clients, requests, pid, show=False):
+    """The measured load: for /v1/retrieve, then /v1/query, a warm-up and `requests` requests at
+    each count of `clients`; the runs."""
+    runs = []
+    for path in ["/v1/retrieve", "/v1/query"]:
+        load(port, path, questions, 4, min(120, requests), pid)  # warm-up
+        for n in clients:
+            run = load(port, path, questions, n, requests, pid)
+            run["endpoint"] = path
+            runs.append(run)
+            if show:
+                print(json.dumps(run), flush=True)
+    return runs
+
+
+def index_memory_mb(port):
+    """What the served index says it keeps on the heap, by part (`flexstruct_index_memory_bytes`)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", "/metrics")
+    parts = {}
+    for line in conn.getresponse().read().decode().splitlines():
+        if line.startswith("flexstruct_index_memory_bytes{"):
+            part = line.split('part="', 1)[1].split('"', 1)[0]
+            parts[part] = round(float(line.rsplit(" ", 1)[1]) / 2**20, 1)
+    conn.close()
+    parts["total"] = round(sum(parts.values()), 1)
+    return parts
+
+
 def sql(bin_dir, index, query):
     out = subprocess.run([f"{bin_dir}/flexstruct-sql", "--index", index, "--format", "json", query],
                          check=True, capture_output=True, text=True).stdout
@@ -167,12 +198,19 @@ def main():
     result["vectors_mb"] = round(vector_bytes / 2**20, 1)
     result["texts_mb"] = round(text_bytes / 2**20, 1)
 
+    clients = [int(c) for c in args.clients.split(",")]
     if args.baseline and not args.load_only:
+        # The small index's server gets the same requests as the measured one before its memory
+        # is read: what the process itself grows by while answering (the runtime's buffers for
+        # larger batches, each thread's allocator pages) is then on both sides of the difference.
         port = free_port()
         small = subprocess.Popen([serve, "--index", f"small={args.baseline}", "--listen",
-                                  f"127.0.0.1:{port}", "--quiet"], stderr=subprocess.DEVNULL)
+                                  f"127.0.0.1:{port}", "--quiet", "--workers", str(args.workers)],
+                                 stderr=subprocess.DEVNULL)
         try:
             first_answer(port, questions[0], small)
+            result["rss_small_index_after_first_answer_mb"] = round(rss_mb(small.pid), 1)
+            history(port, questions, clients, args.requests, small.pid)
             result["rss_small_index_mb"] = round(rss_mb(small.pid), 1)
         finally:
             small.terminate()
@@ -191,16 +229,9 @@ def main():
         result["start_to_first_answer_s"] = round(time.perf_counter() - started, 2)
         result["rss_after_first_answer_mb"] = round(rss_mb(server.pid), 1)
 
-        runs = []
-        for path in ["/v1/retrieve", "/v1/query"]:
-            load(port, path, questions, 4, min(120, args.requests), server.pid)  # warm-up
-            for clients in [int(c) for c in args.clients.split(",")]:
-                run = load(port, path, questions, clients, args.requests, server.pid)
-                run["endpoint"] = path
-                runs.append(run)
-                print(json.dumps(run), flush=True)
-        result["load"] = runs
+        result["load"] = history(port, questions, clients, args.requests, server.pid, show=True)
         result["rss_after_load_mb"] = round(rss_mb(server.pid), 1)
+        result["index_memory_mb"] = index_memory_mb(port)
         if args.load_only:
             raise StopIteration
 

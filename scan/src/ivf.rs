@@ -89,6 +89,11 @@ impl WithSimd for Nearest<'_> {
 }
 
 impl Ivf {
+    /// Bytes it keeps on the heap: its centroids, offsets and members (capacities).
+    pub fn heap_size(&self) -> usize {
+        (self.centroids.capacity() + self.offsets.capacity() + self.members.capacity()) * 4
+    }
+
     /// Partitions the `dim`-wide unit rows of `values` into (at most) `lists` lists. The result
     /// depends on the values alone (deterministic: no randomness, ties to the lower row).
     pub fn build(values: &[f32], dim: usize, lists: usize) -> Ivf {

@@ -12,6 +12,7 @@ use arrow::array::{Array, StringArray};
 use flexstruct_pipeline::compose;
 use flexstruct_pipeline::config::Config;
 use flexstruct_pipeline::core::Result;
+use flexstruct_pipeline::core::heap::HeapSize;
 use flexstruct_pipeline::io::Index;
 use flexstruct_pipeline::io::parquet::{opt_str, read_table, string_column};
 use flexstruct_pipeline::query::Engine;
@@ -122,6 +123,30 @@ impl Generation {
         let mut sizes = self.engine.kb.sizes().to_vec();
         sizes.push(("documents", self.documents.len()));
         sizes
+    }
+
+    /// Bytes this generation keeps on the heap, by part: the kb's ([`Kb::memory`]), then
+    /// `documents` (their texts, ids, titles and sources), `graph lookups` (once a graph endpoint
+    /// has built them) and `path index` (once a question of `--mode paths` has read it). The
+    /// embedder (its model and runtime) is not counted: every index costs it alike.
+    ///
+    /// [`Kb::memory`]: flexstruct_pipeline::query::Kb::memory
+    pub fn memory(&self) -> Vec<(&'static str, usize)> {
+        let mut parts = self.engine.kb.memory().to_vec();
+        let documents = self.documents.capacity() * size_of::<Document>()
+            + self
+                .documents
+                .iter()
+                .map(|d| d.doc_id.heap_size() + d.title.heap_size() + d.source.heap_size() + d.text.heap_size())
+                .sum::<usize>()
+            + self.by_id.heap_size();
+        parts.push(("documents", documents));
+        let lookups = self.lookups.get().map_or(0, |l| {
+            l.entity.heap_size() + l.hyperedge.heap_size() + l.aliases.heap_size() + l.edges.heap_size()
+        });
+        parts.push(("graph lookups", lookups));
+        parts.push(("path index", self.engine.loaded_path_index().map_or(0, |p| p.heap_size())));
+        parts
     }
 
     /// The graph lookups.

@@ -38,6 +38,12 @@ struct TableLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PartLabels {
+    index: String,
+    part: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct JobLabels {
     index: String,
     state: String,
@@ -51,6 +57,7 @@ pub struct Metrics {
     errors: Family<RouteLabels, Counter>,
     latency: Family<RouteLabels, Histogram, fn() -> Histogram>,
     kb_rows: Family<TableLabels, Gauge>,
+    memory: Family<PartLabels, Gauge>,
     generation: Family<IndexLabels, Gauge>,
     waiting: Family<IndexLabels, Gauge>,
     jobs: Family<JobLabels, Gauge>,
@@ -69,6 +76,7 @@ impl Default for Metrics {
             errors: Family::default(),
             latency: Family::new_with_constructor(latency_histogram),
             kb_rows: Family::default(),
+            memory: Family::default(),
             generation: Family::default(),
             waiting: Family::default(),
             jobs: Family::default(),
@@ -86,6 +94,11 @@ impl Default for Metrics {
                 metrics.latency.clone(),
             );
             registry.register("kb_rows", "Rows of each table of a served index's kb", metrics.kb_rows.clone());
+            registry.register(
+                "index_memory_bytes",
+                "Heap bytes a served index's current generation keeps, by part (capacities, as counted by the index)",
+                metrics.memory.clone(),
+            );
             registry.register(
                 "kb_generation",
                 "The kb generation a served index answers from",
@@ -119,6 +132,10 @@ impl Metrics {
             for (table, rows) in generation.sizes() {
                 let labels = TableLabels { index: name.clone(), table: table.to_owned() };
                 self.kb_rows.get_or_create(&labels).set(rows as i64);
+            }
+            for (part, bytes) in generation.memory() {
+                let labels = PartLabels { index: name.clone(), part: part.to_owned() };
+                self.memory.get_or_create(&labels).set(bytes as i64);
             }
             for (state, count) in served.jobs.counts() {
                 let labels = JobLabels { index: name.clone(), state: state.to_owned() };

@@ -6,6 +6,7 @@
 pub mod backend;
 pub mod dominance;
 pub mod error;
+pub mod heap;
 pub mod ids;
 pub mod models;
 pub mod names;

@@ -13,6 +13,7 @@ use rayon::prelude::*;
 use super::config::Precision;
 use super::lexical::Lexical;
 use super::scan::Vectors;
+use crate::core::heap::{HeapSize, arrow_size};
 use crate::core::models::{calibrated_thresholds, usable_threshold};
 use crate::core::names::normalize;
 use crate::core::units::Unit;
@@ -580,6 +581,50 @@ impl Kb {
             searches,
             notes,
         })
+    }
+
+    /// Bytes the kb keeps on the heap, by part: `vectors` (the floats of every table),
+    /// `approximate indexes`, `texts` (names, summaries, relational and source texts, chunks,
+    /// clusters), `ids and positions` (ids, documents, spans and row links as loaded),
+    /// `lookups` (names, aliases, titles, incidence, membership) and `lexical` (BM25).
+    pub fn memory(&self) -> [(&'static str, usize); 6] {
+        let (e, h, x, c, k) = (&self.entities, &self.hyperedges, &self.edges, &self.chunks, &self.clusters);
+        let (mut vectors, mut ann) = (0, 0);
+        for v in [&e.vectors, &h.vectors, &x.vectors, &c.vectors] {
+            let (floats, index) = v.heap_sizes();
+            vectors += floats;
+            ann += index;
+        }
+        let texts = [&e.name, &e.norm_name, &e.summary, &h.text, &h.ref_text, &x.text, &c.text, &k.text]
+            .into_iter()
+            .map(|a| arrow_size(a))
+            .sum();
+        let ids = [&e.id, &e.doc_id, &h.id, &h.doc_id, &x.id, &x.doc_id, &c.doc_id, &k.id, &k.doc_id]
+            .into_iter()
+            .map(|a| arrow_size(a))
+            .sum::<usize>()
+            + [&h.ref_start, &h.ref_end, &c.char_start, &c.char_end].into_iter().map(|a| arrow_size(a)).sum::<usize>()
+            + arrow_size(&h.item_idx)
+            + arrow_size(&c.chunk_idx)
+            + x.hyperedge.heap_size()
+            + x.ends.heap_size();
+        let lookups = self.by_name.heap_size()
+            + self.by_alias.heap_size()
+            + self.by_title.heap_size()
+            + self.entity_hyperedges.heap_size()
+            + self.hyperedge_entities.heap_size()
+            + self.hyperedge_clusters.heap_size()
+            + self.hyperedge_chunk.heap_size()
+            + self.chunk_has_hyperedges.heap_size()
+            + k.members.heap_size();
+        [
+            ("vectors", vectors),
+            ("approximate indexes", ann),
+            ("texts", texts),
+            ("ids and positions", ids),
+            ("lookups", lookups),
+            ("lexical", self.lexical.heap_size()),
+        ]
     }
 
     /// Rows of each kind, for reports.

@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use rust_stemmers::{Algorithm, Stemmer};
 
 use super::scan::Hit;
+use crate::core::heap::HeapSize;
 use crate::core::words::is_question_stop_word;
 
 /// Term-frequency saturation.
@@ -94,6 +95,12 @@ impl Block {
             block.lengths.push(row_terms.len() as u32);
         }
         block
+    }
+}
+
+impl HeapSize for Lexical {
+    fn heap_size(&self) -> usize {
+        self.postings.heap_size() + self.lengths.heap_size()
     }
 }
 

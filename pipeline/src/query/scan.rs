@@ -66,6 +66,15 @@ impl Vectors {
         }
     }
 
+    /// Bytes of its floats, and of its approximate index (0 without one).
+    pub fn heap_sizes(&self) -> (usize, usize) {
+        let floats = match &self.values {
+            Values::F32(values) => values.inner().capacity(),
+            Values::F16(values) => values.inner().capacity(),
+        };
+        (floats, self.ann.as_ref().map_or(0, |(ivf, _)| ivf.heap_size()))
+    }
+
     /// Number of rows.
     pub fn len(&self) -> usize {
         let floats = match &self.values {

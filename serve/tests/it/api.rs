@@ -348,7 +348,18 @@ async fn chat_answers_come_from_the_configured_llm_given_the_retrieved_context()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_metrics_indexes_and_an_openapi_description_of_every_route() {
-    let server = serve(&[("sample", sample_index())], Options::default()).await;
+    // A copy with a path index, so that the memory of each part can be seen.
+    let (_dir, index) = sample_copy();
+    let at = index.clone();
+    std::thread::spawn(move || {
+        use flexstruct_pipeline::stages::{NoProgress, RunContext};
+        let index = Index::open(&at).unwrap();
+        let ctx = RunContext { index, shard: flexstruct_pipeline::io::Shard::ALL, progress: &NoProgress, survey: None };
+        flexstruct_pipeline::compose::paths(&ctx, &config()).unwrap();
+    })
+    .join()
+    .unwrap();
+    let server = serve(&[("sample", &index)], Options::default()).await;
     let (status, health) = server.get("/healthz").await;
     assert_eq!((status, health["status"].as_str()), (200, Some("ok")));
     let (_, indexes) = server.get("/v1/indexes").await;
@@ -369,6 +380,26 @@ async fn health_metrics_indexes_and_an_openapi_description_of_every_route() {
         assert!(metrics.contains(line), "{line} not in\n{metrics}");
     }
     assert!(metrics.contains("flexstruct_kb_rows{index=\"sample\",table=\"hyperedges\"}"));
+
+    // The heap the index keeps, by part: its vectors at least their floats (hashing-64, f32),
+    // its texts at least their bytes; the graph lookups and the path index once built.
+    let memory = memory_parts(&metrics);
+    let rows: u64 =
+        ["entities", "hyperedges", "edges", "chunks"].iter().map(|t| indexes[0]["rows"][t].as_u64().unwrap()).sum();
+    assert!(memory["vectors"] >= rows * 64 * 4 && memory["vectors"] < rows * 64 * 4 * 2, "{memory:?} for {rows} rows");
+    assert!(
+        memory["texts"] > 0 && memory["documents"] > 0 && memory["lookups"] > 0 && memory["lexical"] > 0,
+        "{memory:?}"
+    );
+    assert_eq!((memory["graph lookups"], memory["path index"]), (0, 0), "{memory:?}");
+    let (_, found) = server.get("/v1/indexes/sample/entities?q=Morning%20Star").await;
+    server.get(&format!("/v1/indexes/sample/entities/{}", found[0]["id"].as_str().unwrap())).await;
+    let (status, body) = server.post("/v1/query", json!({"question": QUESTION, "mode": "paths"})).await;
+    assert_eq!(status, 200, "{body}");
+    let metrics = server.client.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let after = memory_parts(&metrics);
+    assert!(after["graph lookups"] > 0 && after["path index"] > 0, "{after:?}");
+    assert_eq!(after["vectors"], memory["vectors"]);
 
     // The description has every route of the router, with the method it answers.
     let (_, openapi) = server.get("/openapi.json").await;
@@ -500,4 +531,16 @@ async fn limits_answer_503_with_retry_after_and_413() {
     // A body over the size limit.
     let (status, body) = server.post("/v1/retrieve", json!({"question": "x".repeat(5000)})).await;
     assert_eq!(status, 413, "{body}");
+}
+
+/// `flexstruct_index_memory_bytes` of the sample index, by part.
+fn memory_parts(metrics: &str) -> std::collections::BTreeMap<String, u64> {
+    metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("flexstruct_index_memory_bytes{index=\"sample\",part=\""))
+        .map(|l| {
+            let (part, value) = l.split_once("\"} ").unwrap();
+            (part.to_owned(), value.parse().unwrap())
+        })
+        .collect()
 }

@@ -47,6 +47,7 @@ use super::scan::Vectors;
 pub use super::strategy::{Outcome, StructureMatch};
 use super::strategy::{QueryInput, Retrieved, Unit};
 use crate::core::dominance::{Encoder, GatEncoder, SketchShape, dominated};
+use crate::core::heap::HeapSize;
 use crate::core::names::normalize;
 use crate::core::{Error, IndexProblem, Result};
 use crate::io::Index;
@@ -196,6 +197,28 @@ pub struct PathRetrieval {
 struct Candidate {
     nodes: Vec<u32>,
     score: f32,
+}
+
+impl HeapSize for PathIndex {
+    fn heap_size(&self) -> usize {
+        let encoder = match &self.encoder {
+            Encoder::Sketch(_) => 0,
+            Encoder::Gat(gat) => gat.params().iter().map(|p| size_of_val(p.3)).sum(),
+        };
+        let trees: usize = self.paths.iter().map(|(nodes, tree)| nodes.heap_size() + tree.heap_size()).sum();
+        self.label.heap_size()
+            + self.norm.heap_size()
+            + self.node_of_norm.heap_size()
+            + self.labels.heap_sizes().0
+            + self.dominant.heap_size()
+            + encoder
+            + self.pair_edges.heap_size()
+            + self.node_entities.heap_size()
+            + self.neighbours.heap_size()
+            + self.paths.capacity() * size_of::<(Vec<u32>, PathTree)>()
+            + trees
+            + self.projection.heap_size()
+    }
 }
 
 impl PathIndex {

@@ -113,6 +113,15 @@ impl PathTree {
         self.len() == 0
     }
 
+    /// Bytes its nodes keep on the heap (each node's children counted by length).
+    pub fn heap_size(&self) -> usize {
+        match self {
+            PathTree::One(t) => node_bytes(t.root()),
+            PathTree::Two(t) => node_bytes(t.root()),
+            PathTree::Three(t) => node_bytes(t.root()),
+        }
+    }
+
     /// Levels from the root to the leaves (1: the root holds the entries).
     pub fn depth(&self) -> usize {
         match self {
@@ -131,6 +140,18 @@ impl PathTree {
             PathTree::Three(t) => best_first(t, query, limit, accept),
         }
     }
+}
+
+fn node_bytes<T: RTreeObject>(node: &ParentNode<T>) -> usize {
+    let own = size_of_val(node.children());
+    own + node
+        .children()
+        .iter()
+        .map(|child| match child {
+            RTreeNode::Parent(child) => node_bytes(child),
+            RTreeNode::Leaf(_) => 0,
+        })
+        .sum::<usize>()
 }
 
 fn depth<T: RTreeObject>(node: &ParentNode<T>) -> usize {

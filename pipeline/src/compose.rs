@@ -13,7 +13,7 @@ use crate::config::{Capability, Config};
 use crate::core::{Error, Result};
 use crate::io::{Index, Shard, StageMetrics, record_run};
 use crate::llm::Runner;
-use crate::models::embedder_for;
+use crate::models::{embedder_for, query_embedder_for};
 use crate::query::paths::{LlmQueryGraphs, QueryGraphs, RulesQueryGraphs};
 use crate::query::{
     Answerer, EndpointReranker, Engine, ExtractiveAnswerer, LlmAnswerer, LlmQueryEntities, QueryEntities, Reranker,
@@ -198,7 +198,7 @@ pub fn run_stage(stage: Stage, ctx: &RunContext<'_>, config: &Config) -> Result<
 
 /// The query engine of `index` with the configured embedding model and query-time backends.
 pub fn engine(index: &Index, config: &Config, backends: &Backends) -> Result<Engine> {
-    let embedder = embedder_for(&config.embed, index.root())?;
+    let embedder = query_embedder_for(&config.embed, index.root())?;
     let vectors = VectorSetup { embedder, precision: config.query.vector_precision, ann: &config.ann };
     Ok(Engine::new(index, vectors, backends.query_entities(), backends.answerer())?
         .with_query_graphs(backends.query_graphs())

@@ -9,6 +9,8 @@ pub mod hashing;
 pub mod minilm;
 pub mod remote;
 
+use std::sync::{Arc, Mutex, Weak};
+
 use serde::{Deserialize, Serialize};
 
 pub use hashing::HashingEmbedder;
@@ -185,10 +187,7 @@ pub fn embedder_for(config: &EmbedConfig, index_root: &std::path::Path) -> Resul
         return Ok(Box::new(HashingEmbedder::new(dim)));
     }
     if config.model == MINILM {
-        return Ok(Box::new(match config.resolved_runtime() {
-            Runtime::Onnx => MiniLm::load_onnx(&config.model_dir, config.batch_size, &config.onnx_library)?,
-            Runtime::Candle | Runtime::Auto => MiniLm::load(&config.model_dir, config.batch_size)?,
-        }));
+        return Ok(Box::new(minilm(config)?));
     }
     Err(Error::config(
         "embed.model",
@@ -197,6 +196,63 @@ pub fn embedder_for(config: &EmbedConfig, index_root: &std::path::Path) -> Resul
             config.model
         ),
     ))
+}
+
+fn minilm(config: &EmbedConfig) -> Result<MiniLm> {
+    match config.resolved_runtime() {
+        Runtime::Onnx => MiniLm::load_onnx(&config.model_dir, config.batch_size, &config.onnx_library),
+        Runtime::Candle | Runtime::Auto => MiniLm::load(&config.model_dir, config.batch_size),
+    }
+}
+
+/// What tells two in-process MiniLM models apart: folder, runtime, its library, batch size.
+type MiniLmKey = (std::path::PathBuf, Runtime, std::path::PathBuf, usize);
+
+/// The in-process MiniLM models query engines use, while one does.
+static SHARED_MINILM: Mutex<Vec<(MiniLmKey, Weak<MiniLm>)>> = Mutex::new(Vec::new());
+
+/// The embedder of a query engine: as [`embedder_for`], except that an in-process MiniLM is
+/// loaded once per process and shared by every engine that uses it at the same time — the
+/// indexes of one server and the generations of one index during an update — instead of a copy
+/// each (its weights and runtime sessions: about 220 MB and two threads per copy, measured).
+/// Their questions then take turns on the same cores, which they share anyway. The stages keep
+/// a model of their own, so that an update's embedding never holds up a question.
+pub fn query_embedder_for(config: &EmbedConfig, index_root: &std::path::Path) -> Result<Box<dyn Embedder>> {
+    if config.model != MINILM || !config.base_url.is_empty() {
+        return embedder_for(config, index_root);
+    }
+    let key = (config.model_dir.clone(), config.resolved_runtime(), config.onnx_library.clone(), config.batch_size);
+    // Held while a model loads, so that engines opened together load it once.
+    let mut shared = SHARED_MINILM.lock().map_err(|_| Error::Internal("the shared models' lock is poisoned".into()))?;
+    shared.retain(|(_, model)| model.strong_count() > 0);
+    if let Some(model) = shared.iter().find(|(k, _)| *k == key).and_then(|(_, model)| model.upgrade()) {
+        return Ok(Box::new(model));
+    }
+    let model = Arc::new(minilm(config)?);
+    shared.push((key, Arc::downgrade(&model)));
+    Ok(Box::new(model))
+}
+
+impl<T: Embedder + ?Sized> Embedder for Arc<T> {
+    fn model(&self) -> &str {
+        (**self).model()
+    }
+
+    fn engine(&self) -> &'static str {
+        (**self).engine()
+    }
+
+    fn dim(&self) -> usize {
+        (**self).dim()
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        (**self).embed(texts)
+    }
+
+    fn take_calls(&self) -> Vec<CallRecord> {
+        (**self).take_calls()
+    }
 }
 
 /// Scales `v` to unit length (a zero vector stays zero).
@@ -210,6 +266,37 @@ pub fn normalise(v: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn query_engines_share_one_in_process_model_while_one_uses_it() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/models/all-MiniLM-L6-v2");
+        assert!(dir.join("model.safetensors").is_file(), "the MiniLM weights are missing: run `make model`");
+        // A batch size no other test uses: the models are shared by the whole test process.
+        let config = EmbedConfig { model_dir: dir, runtime: Runtime::Candle, batch_size: 7, ..EmbedConfig::default() };
+        let users = |config: &EmbedConfig| -> Vec<usize> {
+            let shared = SHARED_MINILM.lock().unwrap();
+            shared
+                .iter()
+                .filter(|(key, model)| {
+                    key.0 == config.model_dir && key.3 == config.batch_size && model.strong_count() > 0
+                })
+                .map(|(_, model)| model.strong_count())
+                .collect()
+        };
+        let root = std::path::Path::new(".");
+        let (a, b) = (query_embedder_for(&config, root).unwrap(), query_embedder_for(&config, root).unwrap());
+        assert_eq!(users(&config), [2], "two engines, one model");
+        let other = EmbedConfig { batch_size: 9, ..config.clone() };
+        let c = query_embedder_for(&other, root).unwrap();
+        assert_eq!((users(&config), users(&other)), (vec![2], vec![1]), "another batch size is another model");
+        assert_eq!(a.embed(&["Kestrel Valley"]).unwrap(), c.embed(&["Kestrel Valley"]).unwrap());
+        drop((a, b, c));
+        assert!(users(&config).is_empty() && users(&other).is_empty(), "freed with its last engine");
+        // The stages' embedder is a model of its own.
+        let stage = embedder_for(&config, root).unwrap();
+        assert!(users(&config).is_empty());
+        assert_eq!(stage.model(), MINILM);
+    }
 
     #[test]
     fn auto_runs_onnx_only_when_both_of_its_files_are_there() {

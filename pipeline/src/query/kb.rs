@@ -595,17 +595,10 @@ impl Kb {
             vectors += floats;
             ann += index;
         }
-        let texts = [&e.name, &e.norm_name, &e.summary, &h.text, &h.ref_text, &x.text, &c.text, &k.text]
-            .into_iter()
-            .map(|a| arrow_size(a))
-            .sum();
-        let ids = [&e.id, &e.doc_id, &h.id, &h.doc_id, &x.id, &x.doc_id, &c.doc_id, &k.id, &k.doc_id]
-            .into_iter()
-            .map(|a| arrow_size(a))
-            .sum::<usize>()
-            + [&h.ref_start, &h.ref_end, &c.char_start, &c.char_end].into_iter().map(|a| arrow_size(a)).sum::<usize>()
-            + arrow_size(&h.item_idx)
-            + arrow_size(&c.chunk_idx)
+        let arrays = |arrays: &[&dyn Array]| arrays.iter().map(|a| arrow_size(*a)).sum::<usize>();
+        let texts = arrays(&[&e.name, &e.norm_name, &e.summary, &h.text, &h.ref_text, &x.text, &c.text, &k.text]);
+        let ids = arrays(&[&e.id, &e.doc_id, &h.id, &h.doc_id, &x.id, &x.doc_id, &c.doc_id, &k.id, &k.doc_id])
+            + arrays(&[&h.item_idx, &h.ref_start, &h.ref_end, &c.chunk_idx, &c.char_start, &c.char_end])
             + x.hyperedge.heap_size()
             + x.ends.heap_size();
         let lookups = self.by_name.heap_size()

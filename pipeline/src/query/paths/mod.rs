@@ -205,7 +205,6 @@ impl HeapSize for PathIndex {
             Encoder::Sketch(_) => 0,
             Encoder::Gat(gat) => gat.params().iter().map(|p| size_of_val(p.3)).sum(),
         };
-        let trees: usize = self.paths.iter().map(|(nodes, tree)| nodes.heap_size() + tree.heap_size()).sum();
         self.label.heap_size()
             + self.norm.heap_size()
             + self.node_of_norm.heap_size()
@@ -215,8 +214,7 @@ impl HeapSize for PathIndex {
             + self.pair_edges.heap_size()
             + self.node_entities.heap_size()
             + self.neighbours.heap_size()
-            + self.paths.capacity() * size_of::<(Vec<u32>, PathTree)>()
-            + trees
+            + self.paths.heap_size()
             + self.projection.heap_size()
     }
 }

@@ -18,6 +18,8 @@ use std::collections::BinaryHeap;
 use rstar::primitives::GeomWithData;
 use rstar::{AABB, Envelope, ParentNode, Point, RTree, RTreeNode, RTreeObject};
 
+use crate::core::heap::HeapSize;
+
 /// Reduced coordinates per path node.
 pub const PER_NODE: usize = 4;
 
@@ -88,6 +90,17 @@ fn bulk<const N: usize>(points: &[f32], ids: &[u32]) -> RTree<Entry<N>> {
     RTree::bulk_load(entries.collect())
 }
 
+/// Its nodes (each node's children counted by length).
+impl HeapSize for PathTree {
+    fn heap_size(&self) -> usize {
+        match self {
+            PathTree::One(t) => node_bytes(t.root()),
+            PathTree::Two(t) => node_bytes(t.root()),
+            PathTree::Three(t) => node_bytes(t.root()),
+        }
+    }
+}
+
 impl PathTree {
     /// A tree of paths of `length` edges from their reduced points (`PER_NODE · (length + 1)`
     /// floats each, row-major) and their ids (positions in the caller's path list).
@@ -111,15 +124,6 @@ impl PathTree {
     /// Whether the tree holds no path.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Bytes its nodes keep on the heap (each node's children counted by length).
-    pub fn heap_size(&self) -> usize {
-        match self {
-            PathTree::One(t) => node_bytes(t.root()),
-            PathTree::Two(t) => node_bytes(t.root()),
-            PathTree::Three(t) => node_bytes(t.root()),
-        }
     }
 
     /// Levels from the root to the leaves (1: the root holds the entries).

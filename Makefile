@@ -214,7 +214,7 @@ local-llm: ## Start a real OpenAI-compatible server with a small real model on 1
 local-llm-test: build ## The whole construction and one answer through the real local server (make local-llm's; SmolLM2-135M, LLM_MODEL= for the other) on two paragraphs of the sample, with structured_output json_schema and none: no unit lost, spans verbatim, the refusal learnt, every call recorded; the server stopped after
 	BIN=$(BIN) LLM_MODEL=$(or $(LLM_MODEL),smollm2-135m) scripts/local-llm-test.sh
 
-bench-local-llm: build ## What make local-llm's models do as our extractor on CORPUS (FORMS="json_schema none", MODELS=, MAX_TOKENS=1024): parse share, items per chunk, spans, what was left out, kb per document, tokens, tokens/s, and hybrid's answer recall on QUESTIONS over that kb vs the rules kb; READER_SETS="2wiki …" READER_LIMIT=30: EM/F1 as the reader vs the extractive reader
+bench-local-llm: build ## What make local-llm's models do as our extractor on CORPUS (FORMS="json_schema none", MODELS=, MAX_TOKENS=1024): parse share, items per chunk, spans, what was left out, kb per document, tokens, tokens/s, and hybrid's answer recall on QUESTIONS over that kb vs the rules kb; READER_SETS="2wiki …" READER_LIMIT=30: EM/F1 as the reader vs the extractive reader; DOCS="id …" only those documents, WORK=DIR kept and resumed
 	BIN=$(BIN) scripts/bench-local-llm.sh $(CORPUS) $(or $(QUESTIONS),data/sample/questions.jsonl)
 
 query: build ## Answer Q="a question" (printed), or QUESTIONS=<jsonl> into OUT=<answers.jsonl>, from INDEX with MODE= (one of `make modes`; paths: after `make paths`)

@@ -11,6 +11,11 @@
 # contexts on the first READER_LIMIT questions of each set's test half, beside the extractive
 # reader's, and the seconds per answer (retrieval by the rules in both). FORMS="" skips the
 # construction.
+# DOCS="id …" builds only those documents of a .jsonl CORPUS, and asks only the questions whose
+# documents are all among them. WORK=DIR keeps the work folder (indexes, their LLM caches, logs)
+# instead of a temporary one: a run stopped part-way is resumed by running it again with the same
+# WORK (finished buckets are skipped, answered calls come from the cache; the wall time printed
+# is then the last run's).
 # Usage: scripts/bench-local-llm.sh CORPUS QUESTIONS
 set -euo pipefail
 corpus=${1:?usage: $0 CORPUS QUESTIONS}
@@ -18,14 +23,31 @@ questions=${2:?usage: $0 CORPUS QUESTIONS}
 bin=${BIN:-target/debug}
 models=${MODELS:-smollm2-135m gemma3-270m}
 forms=${FORMS-json_schema none}
-work=$(mktemp -d)
+if [ -n "${WORK:-}" ]; then work=$WORK; mkdir -p "$work"; else work=$(mktemp -d); fi
 export LLM_STATE="$work/llm"
 running=""
 cleanup() {
   [ -n "$running" ] && MODEL=$running STOP=1 scripts/local-llm.sh >/dev/null 2>&1 || true
-  rm -rf "$work"
+  [ -n "${WORK:-}" ] || rm -rf "$work"
 }
 trap cleanup EXIT
+if [ -n "${DOCS:-}" ]; then
+  mkdir -p "$work/corpus"
+  python3 - "$corpus" "$questions" "$work/corpus/corpus.jsonl" "$work/questions.jsonl" $DOCS <<'EOF'
+import json, sys
+corpus, questions, corpus_out, questions_out, *docs = sys.argv[1:]
+wanted = set(docs)
+kept = [l for l in open(corpus, encoding="utf-8") if l.strip() and json.loads(l)["doc_id"] in wanted]
+missing = wanted - {json.loads(l)["doc_id"] for l in kept}
+if missing:
+    sys.exit(f"bench-local-llm: DOCS not in {corpus}: {' '.join(sorted(missing))}")
+open(corpus_out, "w", encoding="utf-8").writelines(kept)
+asked = [l for l in open(questions, encoding="utf-8") if l.strip() and set(json.loads(l).get("doc_ids") or ["?"]) <= wanted]
+open(questions_out, "w", encoding="utf-8").writelines(asked)
+print(f"bench-local-llm: {len(kept)} documents, {len(asked)} questions")
+EOF
+  corpus="$work/corpus/corpus.jsonl" questions="$work/questions.jsonl"
+fi
 
 unset FLEXSTRUCT_CONFIG
 export FLEXSTRUCT_EMBED__MODEL=hashing-256 FLEXSTRUCT_BACKENDS__ANSWERS=rules

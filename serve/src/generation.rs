@@ -128,7 +128,7 @@ impl Generation {
     /// Bytes this generation keeps on the heap, by part: the kb's ([`Kb::memory`]), then
     /// `documents` (their texts, ids, titles and sources), `graph lookups` (once a graph endpoint
     /// has built them) and `path index` (once a question of `--mode paths` has read it). The
-    /// embedder (its model and runtime) is not counted: every index costs it alike.
+    /// embedding model (its weights and runtime) is not counted: the indexes share it.
     ///
     /// [`Kb::memory`]: flexstruct_pipeline::query::Kb::memory
     pub fn memory(&self) -> Vec<(&'static str, usize)> {

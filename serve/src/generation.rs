@@ -68,6 +68,21 @@ pub struct Generation {
     /// Seconds its load took (kb, embedder and documents).
     pub load_seconds: f64,
     lookups: OnceLock<Lookups>,
+    memory_counted: MemoryCounted,
+}
+
+/// The counts of [`Generation::memory`], each taken once: what they count never changes once
+/// it is there (the kb and the documents from the load, the graph lookups and the path index
+/// once built), and every scrape of `/metrics` asks for them — counting a kb of millions of rows
+/// walks millions of lists.
+#[derive(Debug, Default)]
+struct MemoryCounted {
+    /// The kb's parts and the documents.
+    fixed: OnceLock<Vec<(&'static str, usize)>>,
+    /// The graph lookups.
+    lookups: OnceLock<usize>,
+    /// The path index.
+    paths: OnceLock<usize>,
 }
 
 impl Generation {
@@ -105,6 +120,7 @@ impl Generation {
             loaded_at: crate::now(),
             load_seconds: started.elapsed().as_secs_f64(),
             lookups: OnceLock::new(),
+            memory_counted: MemoryCounted::default(),
         })
     }
 
@@ -132,20 +148,30 @@ impl Generation {
     ///
     /// [`Kb::memory`]: flexstruct_pipeline::query::Kb::memory
     pub fn memory(&self) -> Vec<(&'static str, usize)> {
-        let mut parts = self.engine.kb.memory().to_vec();
-        let documents = self.documents.capacity() * size_of::<Document>()
-            + self
-                .documents
-                .iter()
-                .map(|d| d.doc_id.heap_size() + d.title.heap_size() + d.source.heap_size() + d.text.heap_size())
-                .sum::<usize>()
-            + self.by_id.heap_size();
-        parts.push(("documents", documents));
+        let counted = &self.memory_counted;
+        let mut parts = counted
+            .fixed
+            .get_or_init(|| {
+                let mut parts = self.engine.kb.memory().to_vec();
+                let documents = self.documents.capacity() * size_of::<Document>()
+                    + self
+                        .documents
+                        .iter()
+                        .map(|d| d.doc_id.heap_size() + d.title.heap_size() + d.source.heap_size() + d.text.heap_size())
+                        .sum::<usize>()
+                    + self.by_id.heap_size();
+                parts.push(("documents", documents));
+                parts
+            })
+            .clone();
         let lookups = self.lookups.get().map_or(0, |l| {
-            l.entity.heap_size() + l.hyperedge.heap_size() + l.aliases.heap_size() + l.edges.heap_size()
+            *counted.lookups.get_or_init(|| {
+                l.entity.heap_size() + l.hyperedge.heap_size() + l.aliases.heap_size() + l.edges.heap_size()
+            })
         });
         parts.push(("graph lookups", lookups));
-        parts.push(("path index", self.engine.loaded_path_index().map_or(0, |p| p.heap_size())));
+        let paths = self.engine.loaded_path_index().map_or(0, |p| *counted.paths.get_or_init(|| p.heap_size()));
+        parts.push(("path index", paths));
         parts
     }
 

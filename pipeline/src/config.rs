@@ -373,6 +373,32 @@ mod tests {
     }
 
     #[test]
+    fn extra_body_comes_from_a_table_or_the_environment() {
+        figment::Jail::expect_with(|jail| {
+            let endpoint = "[llm]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n";
+            jail.create_file(
+                "t.toml",
+                &format!("{endpoint}extra_body = {{ chat_template_kwargs = {{ enable_thinking = false }} }}\n"),
+            )?;
+            let c = Config::load(Some(Path::new("t.toml"))).expect("load");
+            let llm = c.llm.expect("[llm]");
+            assert_eq!(
+                serde_json::Value::from(llm.extra_body),
+                serde_json::json!({"chat_template_kwargs": {"enable_thinking": false}})
+            );
+            jail.set_env("FLEXSTRUCT_LLM__EXTRA_BODY", "{repeat_penalty=1.1, top_k=20}");
+            // The environment's fields join the file's, as every nested key does.
+            let llm = Config::load(Some(Path::new("t.toml"))).expect("load").llm.expect("[llm]");
+            let all = serde_json::json!({"chat_template_kwargs": {"enable_thinking": false}, "repeat_penalty": 1.1, "top_k": 20});
+            assert_eq!(serde_json::Value::from(llm.extra_body), all);
+            jail.set_env("FLEXSTRUCT_LLM__EXTRA_BODY", "{messages=[]}");
+            let err = Config::load(Some(Path::new("t.toml"))).unwrap_err();
+            assert!(err.to_string().contains("llm.extra_body.messages"), "{err}");
+            Ok(())
+        });
+    }
+
+    #[test]
     fn backends_are_chosen_per_capability_and_checked() {
         figment::Jail::expect_with(|jail| {
             jail.set_env("FLEXSTRUCT_BACKENDS__ALL", "llm");

@@ -158,6 +158,9 @@ pub enum BackendId {
         temperature: f32,
         /// Most completion tokens per request.
         max_tokens: u32,
+        /// `llm.extra_body` (left out when empty, so that identities from before it hold).
+        #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+        extra_body: serde_json::Map<String, serde_json::Value>,
     },
 }
 
@@ -207,14 +210,22 @@ mod tests {
     #[test]
     fn identities_label_and_serialise() {
         assert_eq!(BackendId::RULES.label(), "rules");
-        let llm = BackendId::Llm {
+        let mut llm = BackendId::Llm {
             model: "m".into(),
             base_url: "u".into(),
             prompt_version: "p".into(),
             temperature: 0.0,
             max_tokens: 9,
+            extra_body: serde_json::Map::new(),
         };
         assert_eq!(llm.label(), "llm:m");
+        // No `extra_body` in the identity unless one is set: identities from before it hold.
+        let identity = serde_json::json!({"backend": "llm", "model": "m", "base_url": "u", "prompt_version": "p",
+            "temperature": 0.0, "max_tokens": 9});
+        assert_eq!(serde_json::to_value(&llm).unwrap(), identity);
+        let BackendId::Llm { extra_body, .. } = &mut llm else { unreachable!() };
+        extra_body.insert("top_k".into(), 5.into());
+        assert_eq!(serde_json::to_value(&llm).unwrap()["extra_body"], serde_json::json!({"top_k": 5}));
         assert_eq!(
             serde_json::to_value(&BackendId::RULES).unwrap(),
             serde_json::json!({"backend": "rules", "version": "1"})

@@ -130,12 +130,15 @@ impl std::fmt::Debug for LlmClient {
     }
 }
 
-/// What a 200 body holds: the text to cache, the (prompt, completion) usage if reported, and
-/// whether the answer was cut at `max_tokens` (`finish_reason: "length"`).
+/// What a 200 body holds: the text to cache, the (prompt, completion) usage if reported,
+/// whether the answer was cut at `max_tokens` (`finish_reason: "length"`), and a reasoning
+/// model's reasoning, kept apart from the answer (counted in the usage it spent when the server
+/// reports none; never cached, never parsed).
 struct Parsed {
     content: String,
     usage: Option<(u64, u64)>,
     cut: bool,
+    reasoning: String,
 }
 
 /// Turns a 200 body into its [`Parsed`] content.
@@ -220,12 +223,16 @@ impl LlmClient {
     }
 
     fn request_id_with(&self, messages: &[Message], max_tokens: u32) -> String {
-        let identity = json!({
+        let mut identity = json!({
             "model": self.config.model,
             "messages": messages,
             "temperature": self.config.temperature,
             "max_tokens": max_tokens,
         });
+        // Only when set, so that the keys of answers cached before it existed still hold.
+        if !self.config.extra_body.is_empty() {
+            identity["extra_body"] = self.config.extra_body.clone().into();
+        }
         sha256_hex(identity.to_string().as_bytes())
     }
 
@@ -282,12 +289,11 @@ impl LlmClient {
         let reserve = prompt_estimate + u64::from(max_tokens.min(512));
         loop {
             let form = self.structured_output();
-            let mut body = json!({
-                "model": self.config.model,
-                "messages": messages,
-                "temperature": self.config.temperature,
-                "max_tokens": max_tokens,
-            });
+            let mut body = json!(self.config.extra_body);
+            body["model"] = json!(self.config.model);
+            body["messages"] = json!(messages);
+            body["temperature"] = json!(self.config.temperature);
+            body["max_tokens"] = json!(max_tokens);
             if let Some(format) = schema.and_then(|(name, schema)| form.response_format(name, schema)) {
                 body["response_format"] = format;
             }
@@ -421,11 +427,14 @@ impl LlmClient {
             let outcome = self.attempt(path, body, parse).await;
             let latency = started.elapsed().as_millis() as u64;
             match outcome {
-                Attempt::Answer(Parsed { content, usage, cut }) => {
+                Attempt::Answer(Parsed { content, usage, cut, reasoning }) => {
                     let (prompt, completion, estimated) = match usage {
                         Some((p, c)) => (p, c, false),
                         None if path == "embeddings" || path == "rerank" => (prompt_estimate, 0, true),
-                        None => (prompt_estimate, self.counter.count(&content) as u64, true),
+                        None => {
+                            let written = self.counter.count(&reasoning) + self.counter.count(&content);
+                            (prompt_estimate, written as u64, true)
+                        }
                     };
                     if cut {
                         // Spent, recorded, and not an answer: the caller asks again with more room.
@@ -650,7 +659,8 @@ fn parse_embeddings(body: &str) -> Result<Parsed, String> {
     parsed.data.sort_by_key(|d| d.index.unwrap_or(usize::MAX));
     let vectors: Vec<Vec<f32>> = parsed.data.into_iter().map(|d| d.embedding).collect();
     let content = serde_json::to_string(&vectors).map_err(|e| e.to_string())?;
-    Ok(Parsed { content, usage: parsed.usage.and_then(|u| u.prompt_tokens).map(|p| (p, 0)), cut: false })
+    let usage = parsed.usage.and_then(|u| u.prompt_tokens).map(|p| (p, 0));
+    Ok(Parsed { content, usage, cut: false, reasoning: String::new() })
 }
 
 /// More documents than any re-ranking request carries (an index beyond it is the server's error).
@@ -707,7 +717,7 @@ fn parse_rerank(body: &str) -> Result<Parsed, String> {
         }
     }
     let content = serde_json::to_string(&scores).map_err(|e| e.to_string())?;
-    Ok(Parsed { content, usage: usage.map(|p| (p, 0)), cut: false })
+    Ok(Parsed { content, usage: usage.map(|p| (p, 0)), cut: false, reasoning: String::new() })
 }
 
 /// The answer text and usage of an OpenAI-style chat completion body.
@@ -725,6 +735,10 @@ fn parse_completion(body: &str) -> Result<Parsed, String> {
     #[derive(Deserialize)]
     struct ChoiceMessage {
         content: Option<String>,
+        /// A reasoning model's reasoning, where the server keeps it apart (vLLM's and llama.cpp's
+        /// reasoning parsers, DeepSeek's API: `reasoning_content`; others: `reasoning`).
+        #[serde(alias = "reasoning")]
+        reasoning_content: Option<String>,
     }
     #[derive(Deserialize)]
     struct Usage {
@@ -734,9 +748,18 @@ fn parse_completion(body: &str) -> Result<Parsed, String> {
     let completion: Completion = serde_json::from_str(body).map_err(|e| format!("unreadable completion body: {e}"))?;
     let choice = completion.choices.into_iter().next().ok_or_else(|| "the completion has no choices".to_owned())?;
     let cut = choice.finish_reason.as_deref() == Some("length");
-    let content = choice.message.content.ok_or_else(|| "the completion has no message content".to_owned())?;
+    let ChoiceMessage { content, reasoning_content } = choice.message;
+    let content = match (content, &reasoning_content) {
+        (Some(content), _) => content,
+        // All reasoning and no answer (a server that keeps them apart sends no content then).
+        (None, Some(_)) => String::new(),
+        (None, None) => return Err("the completion has no message content".to_owned()),
+    };
+    // Reasoning written into the answer itself (a server without a reasoning parser).
+    let (inline, answer) = super::parse::split_reasoning(&content);
+    let reasoning = [reasoning_content.as_deref().unwrap_or_default(), inline].concat();
     let usage = completion.usage.and_then(|u| Some((u.prompt_tokens?, u.completion_tokens?)));
-    Ok(Parsed { content, usage, cut })
+    Ok(Parsed { content: answer.to_owned(), usage, cut, reasoning })
 }
 
 #[cfg(test)]
@@ -755,6 +778,26 @@ mod tests {
         assert!(parse_completion(cut).unwrap().cut);
         assert!(parse_completion(r#"{"choices":[]}"#).is_err());
         assert!(parse_completion("<html>").is_err());
+    }
+
+    #[test]
+    fn reasoning_is_kept_out_of_the_answer_in_any_of_its_shapes() {
+        let read = |message: &str| {
+            let parsed =
+                parse_completion(&format!(r#"{{"choices":[{{"message":{message},"finish_reason":"stop"}}]}}"#))
+                    .unwrap();
+            (parsed.content, parsed.reasoning)
+        };
+        let answer = |text: &str| (text.to_owned(), "sure {\"x\": 1}".to_owned());
+        // Inline, with both tags or with the closing one only.
+        assert_eq!(read(r#"{"content":"<think>sure {\"x\": 1}</think>\n{\"items\": []}"}"#), answer("{\"items\": []}"));
+        assert_eq!(read(r#"{"content":"sure {\"x\": 1}</think>Answer: Oslo"}"#), answer("Answer: Oslo"));
+        // Apart, under either name.
+        assert_eq!(read(r#"{"content":"Answer: Oslo","reasoning_content":"sure {\"x\": 1}"}"#), answer("Answer: Oslo"));
+        assert_eq!(read(r#"{"content":"Answer: Oslo","reasoning":"sure {\"x\": 1}"}"#), answer("Answer: Oslo"));
+        // All reasoning: an empty answer, not a missing one.
+        assert_eq!(read(r#"{"content":null,"reasoning_content":"sure {\"x\": 1}"}"#), answer(""));
+        assert_eq!(read(r#"{"content":"<think>sure {\"x\": 1}"}"#), answer(""));
     }
 
     #[test]

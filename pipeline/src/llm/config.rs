@@ -47,7 +47,18 @@ pub struct LlmConfig {
     pub price_prompt_per_mtok: f64,
     /// See `price_prompt_per_mtok`.
     pub price_completion_per_mtok: f64,
+    /// Further fields sent in every chat request's body, for what a server takes beyond the
+    /// OpenAI protocol: e.g. `chat_template_kwargs = { enable_thinking = false }` (a Qwen3
+    /// behind vLLM or llama.cpp, thinking off), `repeat_penalty = 1.1` (llama.cpp), `top_k`.
+    /// Part of every request's cache key and of the backend's identity (they change answers).
+    /// The fields the client writes itself (`model`, `messages`, `temperature`, `max_tokens`,
+    /// `response_format`, `stream`, `n`) cannot be set here.
+    #[schemars(with = "std::collections::BTreeMap<String, serde_json::Value>")]
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
 }
+
+/// The fields of a chat request the client writes itself: not for `extra_body`.
+const OWN_FIELDS: [&str; 7] = ["model", "messages", "temperature", "max_tokens", "response_format", "stream", "n"];
 
 /// How a prompt that expects JSON asks for it (`response_format` of the chat request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -120,6 +131,7 @@ impl Default for LlmConfig {
             structured_output: StructuredOutput::JsonSchema,
             price_prompt_per_mtok: 0.0,
             price_completion_per_mtok: 0.0,
+            extra_body: serde_json::Map::new(),
         }
     }
 }
@@ -148,6 +160,12 @@ impl LlmConfig {
             return Err(Error::config(
                 section,
                 format!("{section}.max_concurrency and {section}.timeout_secs must be at least 1"),
+            ));
+        }
+        if let Some(own) = self.extra_body.keys().find(|k| OWN_FIELDS.contains(&k.as_str())) {
+            return Err(Error::config(
+                format!("{section}.extra_body.{own}"),
+                format!("`{own}` is written by the client itself; set it elsewhere (or not at all)"),
             ));
         }
         if self.max_response_bytes < 1024 {

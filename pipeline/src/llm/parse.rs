@@ -33,6 +33,42 @@ pub fn parse_json<T: DeserializeOwned>(answer: &str) -> Result<T, String> {
     }
 }
 
+/// The tags that open a reasoning model's thinking at the start of its answer (DeepSeek-R1 and
+/// its distillations, Qwen3, QwQ: `<think>`; others `<thinking>` or `<reasoning>`).
+const REASONING_TAGS: [&str; 3] = ["think", "thinking", "reasoning"];
+
+/// Splits a reasoning model's answer into (reasoning, answer): a block opened by one of
+/// [`REASONING_TAGS`] at the start of the answer is the reasoning up to its closing tag; an
+/// answer that holds `</think>` with no opening tag before it is reasoning up to there (chat
+/// templates that put the opening tag in the prompt). An answer whose reasoning never closes is
+/// all reasoning: it has no answer. Any other answer is returned whole, with no reasoning —
+/// a `<think>` later in an answer is the answer's own text.
+pub fn split_reasoning(content: &str) -> (&str, &str) {
+    let trimmed = content.trim_start();
+    for tag in REASONING_TAGS {
+        let open = format!("<{tag}>");
+        if trimmed.get(..open.len()).is_some_and(|start| start.eq_ignore_ascii_case(&open)) {
+            let rest = &trimmed[open.len()..];
+            let close = format!("</{tag}>");
+            return match find_ignore_ascii_case(rest, &close) {
+                Some(end) => (&rest[..end], rest[end + close.len()..].trim_start()),
+                None => (rest, ""),
+            };
+        }
+    }
+    match find_ignore_ascii_case(content, "</think>") {
+        Some(end) if find_ignore_ascii_case(&content[..end], "<think>").is_none() => {
+            (&content[..end], content[end + "</think>".len()..].trim_start())
+        }
+        _ => ("", content),
+    }
+}
+
+/// The byte offset of the first `needle` (ASCII) in `haystack`, ignoring ASCII case.
+fn find_ignore_ascii_case(haystack: &str, needle: &str) -> Option<usize> {
+    haystack.as_bytes().windows(needle.len()).position(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+}
+
 /// The text from the first `{` or `[` to its matching bracket, and whether that bracket was
 /// found (false: the answer was cut off).
 fn json_candidate(answer: &str) -> Option<(&str, bool)> {
@@ -152,6 +188,34 @@ fn strip_trailing_comma(out: &mut String) {
 mod tests {
     use super::*;
     use serde::Deserialize;
+
+    #[test]
+    fn reasoning_is_split_from_the_answer() {
+        let cases = [
+            // The block opened and closed at the start, any case, any of the tags.
+            (
+                "<think>The TARGET says {\"a\": 1}.</think>\n{\"items\": []}",
+                "The TARGET says {\"a\": 1}.",
+                "{\"items\": []}",
+            ),
+            ("  <Thinking>hmm</Thinking>Answer: Oslo", "hmm", "Answer: Oslo"),
+            ("<reasoning>a\nb</reasoning>\n\nAnswer: no", "a\nb", "Answer: no"),
+            // The opening tag was in the prompt (the chat template wrote it).
+            ("Let me see. Answer: Bergen?\n</think>\n\nAnswer: Oslo", "Let me see. Answer: Bergen?\n", "Answer: Oslo"),
+            // Reasoning that never closes: no answer.
+            ("<think>still thinking", "still thinking", ""),
+            // No reasoning: the answer whole, even with a tag later in it.
+            ("Answer: the <think> tag [1]", "", "Answer: the <think> tag [1]"),
+            ("Answer: Oslo <think>x</think>", "", "Answer: Oslo <think>x</think>"),
+            ("{\"items\": []}", "", "{\"items\": []}"),
+            ("", "", ""),
+            // Not a char boundary where the tag would end: no panic, no reasoning.
+            ("ééééé</thinkX", "", "ééééé</thinkX"),
+        ];
+        for (content, reasoning, answer) in cases {
+            assert_eq!(split_reasoning(content), (reasoning, answer), "{content:?}");
+        }
+    }
 
     #[derive(Debug, Clone, Deserialize, PartialEq)]
     struct Items {

@@ -47,6 +47,7 @@ impl Runner {
             prompt_version,
             temperature: config.temperature,
             max_tokens: config.max_tokens,
+            extra_body: config.extra_body.clone(),
         }
     }
 

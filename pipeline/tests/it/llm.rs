@@ -191,6 +191,71 @@ fn unreadable_answers_get_one_repair_round() {
     assert!(server.requests().last().unwrap().last_user_message().contains("cut off"));
 }
 
+#[test]
+fn a_reasoning_models_thinking_is_never_read_as_its_answer() {
+    // The thinking holds JSON of the right shape and an `Answer:` line of its own: neither may
+    // be taken for the answer, whether the server sends it inline or apart.
+    let thinking = r#"Maybe {"items": [{"statement": "Wrong.", "span": "Wrong.", "entities": []}]}? Answer: no"#;
+    let good = r#"{"items": [{"statement": "A met B.", "span": "A met B.", "entities": ["A", "B"]}]}"#;
+    let inline = format!("<think>{thinking}</think>\n{good}");
+    let server = FakeLlm::start(move |_| Reply::Content { text: inline.clone(), usage: false });
+    let dir = tempfile::tempdir().unwrap();
+    let client = LlmClient::new(&config(&server), dir.path()).unwrap();
+    let rt = runtime();
+    let answer: ItemsAnswer = rt.block_on(ask_json(&client, &context(), items_messages(&[], "A met B."))).unwrap();
+    assert_eq!(answer.items[0].statement, "A met B.");
+    // The thinking was written and counted; the cache keeps the answer alone.
+    let call = &client.calls()[0];
+    assert!(call.tokens_estimated && call.completion_tokens > 30, "{call:?}");
+    let again = LlmClient::new(&config(&server), dir.path()).unwrap();
+    let cached = rt.block_on(again.chat(&context(), &items_messages(&[], "A met B."))).unwrap();
+    assert_eq!((cached.as_str(), server.request_count()), (good, 1));
+
+    // Apart (`reasoning_content`), and an answer that is all thinking: the repair round asks
+    // again rather than read the thinking.
+    let body = move |content: serde_json::Value| {
+        serde_json::json!({"choices": [{"message": {"content": content, "reasoning_content": thinking},
+            "finish_reason": "stop"}]})
+        .to_string()
+    };
+    let server = FakeLlm::start(move |_| Reply::Body(body(good.into())));
+    server.script([Reply::Body(body(serde_json::Value::Null))]);
+    let client = LlmClient::new(&config(&server), tempfile::tempdir().unwrap().path()).unwrap();
+    let answer: ItemsAnswer = rt.block_on(ask_json(&client, &context(), items_messages(&[], "A met B."))).unwrap();
+    assert_eq!((answer.items[0].statement.as_str(), server.request_count()), ("A met B.", 2));
+    assert!(server.requests()[1].last_user_message().contains("could not be read as the requested JSON"));
+}
+
+#[test]
+fn extra_body_fields_are_sent_and_key_the_cache() {
+    let server = FakeLlm::start(|_| Reply::content("fine"));
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(&server);
+    let extra = serde_json::json!({"repeat_penalty": 1.1, "chat_template_kwargs": {"enable_thinking": false}});
+    cfg.extra_body = extra.as_object().unwrap().clone();
+    cfg.validate().unwrap();
+    let rt = runtime();
+    let messages = [Message::user("hello")];
+    rt.block_on(LlmClient::new(&cfg, dir.path()).unwrap().chat(&context(), &messages)).unwrap();
+    let sent = &server.requests()[0].body;
+    assert_eq!(
+        (&sent["repeat_penalty"], &sent["chat_template_kwargs"]),
+        (&extra["repeat_penalty"], &extra["chat_template_kwargs"])
+    );
+    assert_eq!((sent["model"].as_str(), sent["messages"][0]["content"].as_str()), (Some("fake-model"), Some("hello")));
+    // The same fields answer from the cache; other fields (or none) ask again.
+    rt.block_on(LlmClient::new(&cfg, dir.path()).unwrap().chat(&context(), &messages)).unwrap();
+    assert_eq!(server.request_count(), 1);
+    cfg.extra_body.insert("repeat_penalty".into(), 1.3.into());
+    rt.block_on(LlmClient::new(&cfg, dir.path()).unwrap().chat(&context(), &messages)).unwrap();
+    rt.block_on(LlmClient::new(&config(&server), dir.path()).unwrap().chat(&context(), &messages)).unwrap();
+    assert_eq!(server.request_count(), 3);
+    // A field the client writes itself is refused, by name.
+    cfg.extra_body.insert("max_tokens".into(), 5.into());
+    let err = cfg.validate().unwrap_err().to_string();
+    assert!(err.contains("llm.extra_body.max_tokens"), "{err}");
+}
+
 /// A server that takes `response_format` forms as llama-cpp-python's does (`json_object` with a
 /// schema, and a 500 naming `response_format` for `json_schema`), or, with `none_only`, refuses
 /// every form with a 400 naming it.

@@ -636,7 +636,8 @@ impl Standin {
 
     /// The stand-in with a share of faults and more arguments.
     pub(crate) fn start_with(dir: &Path, faults: &str, more: &[&str]) -> Standin {
-        let (url_file, stats) = (dir.join(format!("url-{faults}")), dir.join(format!("stats-{faults}.json")));
+        let name = format!("{faults}{}", more.concat());
+        let (url_file, stats) = (dir.join(format!("url-{name}")), dir.join(format!("stats-{name}.json")));
         let child = std::process::Command::new(bin("standin-llm"))
             .args(["--faults", faults, "--slow-seconds", "1.5", "--url-file", url_file.to_str().unwrap()])
             .args(["--stats-file", stats.to_str().unwrap()])
@@ -728,6 +729,45 @@ fn the_llm_path_under_faults_builds_the_same_kb_as_without_them() {
     assert!(crate::kb::kb_dump(&index) == crate::kb::kb_dump(&reference), "the kbs differ (faults: {stats:?})");
     assert_eq!(scalar(&index, "SELECT count(*) FROM failures"), 0);
     assert!(scalar(&reference, "SELECT count(*) FROM kb.edges").as_i64().unwrap() > 0);
+
+    // A reasoning model (thinking before every answer, inline or apart, JSON and an `Answer:`
+    // line in it) builds the same kb and gives the same answers: its thinking is never read.
+    let thinker = Standin::start_with(tmp.path(), "0", &["--reasoning"]);
+    let reasoned = tmp.path().join("reasoning");
+    assert!(!llm_build(&reasoned, &corpus, &thinker), "no fault, no failure");
+    assert!(crate::kb::kb_dump(&reasoned) == crate::kb::kb_dump(&reference), "the reasoning model's kb differs");
+    let answers = |index: &Path, standin: &Standin| {
+        let env = [
+            ("FLEXSTRUCT_LLM__BASE_URL", standin.url.as_str()),
+            ("FLEXSTRUCT_LLM__MODEL", "standin"),
+            ("FLEXSTRUCT_LLM__API_KEY_ENV", ""),
+            ("FLEXSTRUCT_BACKENDS__ANSWERS", "llm"),
+            ("FLEXSTRUCT_EMBED__MODEL", "standin-embeddings"),
+            ("FLEXSTRUCT_EMBED__BASE_URL", standin.url.as_str()),
+            ("FLEXSTRUCT_EMBED__API_KEY_ENV", ""),
+        ];
+        let questions = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/sample/questions.jsonl");
+        let out = run_env(
+            "query",
+            &["--index", index.to_str().unwrap(), "--questions", questions.to_str().unwrap(), "--jsonl"],
+            &env,
+        );
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let answers: Vec<(String, String)> = out
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .map(|a| {
+                (a["answer"].as_str().unwrap().to_owned(), a["short_answer"].as_str().unwrap_or_default().to_owned())
+            })
+            .collect();
+        assert!(
+            answers.iter().all(|(a, short)| !a.is_empty() && !a.contains("first guess") && short != "unknown"),
+            "{answers:?}"
+        );
+        answers
+    };
+    assert_eq!(answers(&reasoned, &thinker), answers(&reference, &clean));
 
     // A model with no calibrated thresholds (the stand-in's `/v1/embeddings`) gets thresholds
     // derived from its own vectors, and retrieval finds evidence with them.

@@ -19,6 +19,12 @@
 //! span is nowhere in the text, an empty answer. Retries of the same request are answered
 //! cleanly, so a client that retries, asks again when an answer is cut or unreadable, and never
 //! keeps what it cannot locate ends with what a fault-free run gives.
+//!
+//! With `--reasoning`, it answers as a reasoning model does: thinking before every chat answer
+//! — thinking that holds JSON and an `Answer:` line of its own — sent inside the content
+//! (`<think>…</think>`, or only the closing tag, as when the chat template writes the opening
+//! one) or apart (`reasoning_content`), the shape drawn by request. A client that never reads
+//! the thinking as the answer ends with what a plain run gives.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -61,6 +67,9 @@ struct Args {
     /// Where to keep the counts of requests and faults by kind (rewritten as they change).
     #[arg(long, value_name = "FILE")]
     stats_file: Option<PathBuf>,
+    /// Think before every chat answer, as a reasoning model does (see the module's comment).
+    #[arg(long)]
+    reasoning: bool,
     /// Score `/rerank` documents by the gold answers (`answers`) of this questions file's
     /// questions: each document's answer-token recall (an oracle, for ceilings).
     #[arg(long, value_name = "QUESTIONS.jsonl")]
@@ -93,6 +102,8 @@ struct State {
     counter: TokenCounter,
     /// Gold answers by question (NFC), for `--rerank-oracle`.
     golds: HashMap<String, Vec<String>>,
+    /// `--reasoning`.
+    reasoning: bool,
 }
 
 fn main() -> std::process::ExitCode {
@@ -117,6 +128,7 @@ fn main() -> std::process::ExitCode {
         stats_file: args.stats_file,
         counter: TokenCounter::cl100k(),
         golds,
+        reasoning: args.reasoning,
     });
     let server = {
         let state = state.clone();
@@ -246,13 +258,22 @@ fn completion(state: &State, request: &Request, text: &str, finish_reason: &str)
     let messages = request.body["messages"].as_array().map(Vec::as_slice).unwrap_or_default();
     let prompt: usize =
         messages.iter().map(|m| state.counter.count(m["content"].as_str().unwrap_or_default()) + 4).sum();
-    let completion = state.counter.count(text);
+    let mut message = json!({"role": "assistant", "content": text});
+    if state.reasoning {
+        let thinking = "The request asks for {\"items\": []} or so; first guess below.\nAnswer: unknown\n";
+        match sha256_hex(request.body.to_string().as_bytes()).as_bytes()[0] % 3 {
+            0 => message["content"] = format!("<think>\n{thinking}</think>\n\n{text}").into(),
+            1 => message["content"] = format!("{thinking}</think>\n{text}").into(),
+            _ => message["reasoning_content"] = thinking.into(),
+        }
+    }
+    let completion = state.counter.count(message["content"].as_str().unwrap_or_default());
     Reply::Body(
         json!({
             "id": "standin",
             "object": "chat.completion",
             "model": request.body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
         })
         .to_string(),

@@ -736,9 +736,10 @@ fn parse_completion(body: &str) -> Result<Parsed, String> {
     struct ChoiceMessage {
         content: Option<String>,
         /// A reasoning model's reasoning, where the server keeps it apart (vLLM's and llama.cpp's
-        /// reasoning parsers, DeepSeek's API: `reasoning_content`; others: `reasoning`).
-        #[serde(alias = "reasoning")]
+        /// reasoning parsers, DeepSeek's API: `reasoning_content`; others, and newer vLLM
+        /// beside it: `reasoning`).
         reasoning_content: Option<String>,
+        reasoning: Option<String>,
     }
     #[derive(Deserialize)]
     struct Usage {
@@ -748,8 +749,9 @@ fn parse_completion(body: &str) -> Result<Parsed, String> {
     let completion: Completion = serde_json::from_str(body).map_err(|e| format!("unreadable completion body: {e}"))?;
     let choice = completion.choices.into_iter().next().ok_or_else(|| "the completion has no choices".to_owned())?;
     let cut = choice.finish_reason.as_deref() == Some("length");
-    let ChoiceMessage { content, reasoning_content } = choice.message;
-    let content = match (content, &reasoning_content) {
+    let ChoiceMessage { content, reasoning_content, reasoning } = choice.message;
+    let apart = reasoning_content.or(reasoning);
+    let content = match (content, &apart) {
         (Some(content), _) => content,
         // All reasoning and no answer (a server that keeps them apart sends no content then).
         (None, Some(_)) => String::new(),
@@ -757,7 +759,7 @@ fn parse_completion(body: &str) -> Result<Parsed, String> {
     };
     // Reasoning written into the answer itself (a server without a reasoning parser).
     let (inline, answer) = super::parse::split_reasoning(&content);
-    let reasoning = [reasoning_content.as_deref().unwrap_or_default(), inline].concat();
+    let reasoning = [apart.as_deref().unwrap_or_default(), inline].concat();
     let usage = completion.usage.and_then(|u| Some((u.prompt_tokens?, u.completion_tokens?)));
     Ok(Parsed { content: answer.to_owned(), usage, cut, reasoning })
 }
@@ -795,6 +797,8 @@ mod tests {
         // Apart, under either name.
         assert_eq!(read(r#"{"content":"Answer: Oslo","reasoning_content":"sure {\"x\": 1}"}"#), answer("Answer: Oslo"));
         assert_eq!(read(r#"{"content":"Answer: Oslo","reasoning":"sure {\"x\": 1}"}"#), answer("Answer: Oslo"));
+        let both = r#"{"content":"Answer: Oslo","reasoning":"sure {\"x\": 1}","reasoning_content":"sure {\"x\": 1}"}"#;
+        assert_eq!(read(both), answer("Answer: Oslo"));
         // All reasoning: an empty answer, not a missing one.
         assert_eq!(read(r#"{"content":null,"reasoning_content":"sure {\"x\": 1}"}"#), answer(""));
         assert_eq!(read(r#"{"content":"<think>sure {\"x\": 1}"}"#), answer(""));

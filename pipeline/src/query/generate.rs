@@ -14,7 +14,7 @@ use crate::core::text::sentences;
 use crate::core::words::is_question_stop_word;
 use crate::io::CallRecord;
 use crate::llm::prompts::{Prompt, answer_messages};
-use crate::llm::{CallContext, Runner};
+use crate::llm::{CallContext, LlmError, Runner};
 use crate::rules::question as reader;
 
 /// One question's answer as a backend gives it.
@@ -99,7 +99,16 @@ impl Answerer for LlmAnswerer {
             let started = Instant::now();
             let evidence = (!options.closed_book).then(|| context.render());
             let call = CallContext { stage: STAGE.into(), doc_id: None, purpose: "answer".into() };
-            let answer = client.chat(&call, &answer_messages(q, evidence.as_deref())).await;
+            let messages = answer_messages(q, evidence.as_deref());
+            // An answer cut at the token limit is asked again once with twice the room, as every
+            // cut answer is; cut again, the question fails (never a cut answer taken as whole).
+            let answer = match client.chat(&call, &messages).await {
+                Err(LlmError::Cut { max_tokens }) => {
+                    let room = CallContext { purpose: "answer_more_room".into(), ..call };
+                    client.chat_with_room(&room, &messages, max_tokens.saturating_mul(2)).await
+                }
+                other => other,
+            };
             (answer, started.elapsed().as_secs_f64() * 1000.0)
         });
         let answers = self.runner.block_on(futures::future::join_all(asks));

@@ -256,6 +256,33 @@ fn extra_body_fields_are_sent_and_key_the_cache() {
     assert!(err.contains("llm.extra_body.max_tokens"), "{err}");
 }
 
+#[test]
+fn a_cut_answer_is_asked_again_with_twice_the_room_and_never_taken_whole() {
+    use flexstruct_pipeline::llm::Runner;
+    use flexstruct_pipeline::query::context::Context;
+    use flexstruct_pipeline::query::{AnswerOptions, Answerer, LlmAnswerer};
+    let server = FakeLlm::start(|_| Reply::content("Answer: Oslo\nIt is in Norway."));
+    server.script([Reply::Cut("Answer: Oslo\nIt is in Nor".into())]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(&server);
+    cfg.max_tokens = 50;
+    let answerer = LlmAnswerer::new(Arc::new(Runner::connect(&cfg, dir.path()).unwrap()));
+    let context = Context::default();
+    let ask = |q: &str| answerer.answer_all(&[q], &[&context], AnswerOptions::default()).remove(0);
+    let answered = ask("Where?");
+    assert_eq!((answered.generator, answered.generated.answer.as_str()), ("llm", "Answer: Oslo\nIt is in Norway."));
+    let rooms: Vec<u64> = server.requests().iter().map(|r| r.body["max_tokens"].as_u64().unwrap()).collect();
+    assert_eq!(rooms, [50, 100]);
+    let purposes: Vec<String> =
+        answerer.take_calls().into_iter().map(|c| format!("{} {}", c.purpose, c.status)).collect();
+    assert_eq!(purposes, ["answer length", "answer_more_room ok"]);
+    // Cut twice: the question fails, saying why.
+    server.script([Reply::Cut("Answer: Ber".into()), Reply::Cut("Answer: Bergen, and".into())]);
+    let failed = ask("Which?");
+    assert_eq!((failed.generator, failed.generated.answer.as_str()), ("failed", ""));
+    assert!(failed.error.unwrap().contains("max_tokens = 100"));
+}
+
 /// A server that takes `response_format` forms as llama-cpp-python's does (`json_object` with a
 /// schema, and a 500 naming `response_format` for `json_schema`), or, with `none_only`, refuses
 /// every form with a 400 naming it.

@@ -27,6 +27,10 @@ pub struct CachedAnswer {
     pub tokens_estimated: bool,
     /// Latency of the original call.
     pub latency_ms: u64,
+    /// The answer was cut at the request's token limit: not an answer, only the memory that
+    /// this request, at this room, is cut (left out of entries that are answers).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
 }
 
 /// The cache of one index.
@@ -85,8 +89,11 @@ mod tests {
             completion_tokens: 1,
             tokens_estimated: false,
             latency_ms: 9,
+            cut: false,
         };
         cache.put(&key, &answer).unwrap();
+        // An answer's entry reads as it did before entries could remember a cut.
+        assert!(!std::fs::read_to_string(cache.path(&key)).unwrap().contains("cut"));
         assert_eq!(cache.get(&key), Some(answer));
         std::fs::write(cache.path(&key), b"{trunc").unwrap();
         assert_eq!(cache.get(&key), None);

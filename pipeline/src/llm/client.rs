@@ -66,7 +66,7 @@ pub enum LlmError {
         message: String,
     },
     /// The answer was cut at the token limit (`finish_reason: "length"`): it is incomplete, so
-    /// it is neither used nor cached.
+    /// it is never used (at temperature 0 the cache remembers that this request was cut).
     #[error("the answer was cut off at max_tokens = {max_tokens} (finish_reason \"length\")")]
     Cut {
         /// The limit it hit.
@@ -239,7 +239,13 @@ impl LlmClient {
     /// Drops the cached answer of a request, so that the next identical request is sent again
     /// (used when an answer turned out to be unusable).
     pub fn forget(&self, messages: &[Message]) {
-        let _ = self.cache.remove(&self.request_id(messages));
+        self.forget_with_room(messages, self.config.max_tokens);
+    }
+
+    /// [`LlmClient::forget`] for the request with room for `max_tokens` (a remembered cut, when
+    /// the unit failed for it: its retry asks again).
+    pub fn forget_with_room(&self, messages: &[Message], max_tokens: u32) {
+        let _ = self.cache.remove(&self.request_id_with(messages, max_tokens));
     }
 
     /// Sends a chat request (or answers it from the cache) and returns the answer text.
@@ -395,7 +401,15 @@ impl LlmClient {
         parse: ParseBody,
         accept: Accept<'_>,
     ) -> Result<String, LlmError> {
+        let max_tokens = body["max_tokens"].as_u64().unwrap_or_default() as u32;
         if let Some(hit) = self.cache.get(key) {
+            if hit.cut {
+                // This request was cut at this room before (remembered at temperature 0 only):
+                // the caller goes on to more room without paying for the same cut again.
+                let (prompt, completion, estimated) = (hit.prompt_tokens, hit.completion_tokens, hit.tokens_estimated);
+                self.record(context, key, body, prompt, completion, estimated, 0, true, "length");
+                return Err(LlmError::Cut { max_tokens });
+            }
             if accept(&hit.content).is_ok() {
                 self.record(
                     context,
@@ -436,24 +450,32 @@ impl LlmClient {
                             (prompt_estimate, written as u64, true)
                         }
                     };
+                    let entry = CachedAnswer {
+                        content,
+                        prompt_tokens: prompt,
+                        completion_tokens: completion,
+                        tokens_estimated: estimated,
+                        latency_ms: latency,
+                        cut,
+                    };
                     if cut {
                         // Spent, recorded, and not an answer: the caller asks again with more room.
+                        // At temperature 0 the same request gets the same cut answer, so that is
+                        // remembered: a resumed run goes straight to more room (a caller whose
+                        // unit fails after all forgets it, so that the unit's retry asks again).
+                        // Above it, asking again may give a shorter answer.
                         self.record(context, key, body, prompt, completion, estimated, latency, false, "length");
-                        let max_tokens = body["max_tokens"].as_u64().unwrap_or_default() as u32;
+                        if self.config.temperature == 0.0 {
+                            let _ = self.cache.put(key, &entry);
+                        }
                         return Err(LlmError::Cut { max_tokens });
                     }
+                    let content = entry.content.clone();
                     if let Err(message) = accept(&content) {
                         self.record(context, key, body, prompt, completion, estimated, latency, false, "refused");
                         return Err(LlmError::Refused { status: 200, message });
                     }
                     self.record(context, key, body, prompt, completion, estimated, latency, false, "ok");
-                    let entry = CachedAnswer {
-                        content: content.clone(),
-                        prompt_tokens: prompt,
-                        completion_tokens: completion,
-                        tokens_estimated: estimated,
-                        latency_ms: latency,
-                    };
                     // A cache that cannot be written costs a repeated request later, not this answer.
                     let _ = self.cache.put(key, &entry);
                     return Ok(content);

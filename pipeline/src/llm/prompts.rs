@@ -382,7 +382,14 @@ async fn chat_whole(
     match client.chat_json(context, messages, client.config().max_tokens, schema).await {
         Err(LlmError::Cut { max_tokens }) => {
             let room = CallContext { purpose: format!("{}_more_room", context.purpose), ..context.clone() };
-            client.chat_json(&room, messages, max_tokens.saturating_mul(2), schema).await.map_err(llm_error)
+            let more = max_tokens.saturating_mul(2);
+            let answer = client.chat_json(&room, messages, more, schema).await;
+            if matches!(answer, Err(LlmError::Cut { .. })) {
+                // The unit fails: its retry on the next run asks again, not the remembered cuts.
+                client.forget_with_room(messages, max_tokens);
+                client.forget_with_room(messages, more);
+            }
+            answer.map_err(llm_error)
         }
         other => other.map_err(llm_error),
     }

@@ -105,7 +105,14 @@ impl Answerer for LlmAnswerer {
             let answer = match client.chat(&call, &messages).await {
                 Err(LlmError::Cut { max_tokens }) => {
                     let room = CallContext { purpose: "answer_more_room".into(), ..call };
-                    client.chat_with_room(&room, &messages, max_tokens.saturating_mul(2)).await
+                    let more = max_tokens.saturating_mul(2);
+                    let answer = client.chat_with_room(&room, &messages, more).await;
+                    if matches!(answer, Err(LlmError::Cut { .. })) {
+                        // A rerun asks this question again, not its remembered cuts.
+                        client.forget_with_room(&messages, max_tokens);
+                        client.forget_with_room(&messages, more);
+                    }
+                    answer
                 }
                 other => other,
             };

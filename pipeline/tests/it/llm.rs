@@ -281,6 +281,36 @@ fn a_cut_answer_is_asked_again_with_twice_the_room_and_never_taken_whole() {
     let failed = ask("Which?");
     assert_eq!((failed.generator, failed.generated.answer.as_str()), ("failed", ""));
     assert!(failed.error.unwrap().contains("max_tokens = 100"));
+    // Its rerun asks again (the cuts of a failed question are not remembered).
+    let before = server.request_count();
+    assert_eq!(ask("Which?").generator, "llm");
+    assert_eq!(server.request_count(), before + 1);
+}
+
+#[test]
+fn a_cut_is_remembered_at_temperature_0_and_asked_again_above_it() {
+    let server = FakeLlm::start(|_| Reply::Cut("{\"items\": [".into()));
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    let messages = [Message::user("long")];
+    let cut = |cfg: &LlmConfig| rt.block_on(LlmClient::new(cfg, dir.path()).unwrap().chat(&context(), &messages));
+    assert!(matches!(cut(&config(&server)), Err(LlmError::Cut { max_tokens: 2048 })));
+    // A rerun (a new client on the same index) knows the cut without asking, and logs it as a
+    // cached `length` call with the original cost.
+    let rerun = LlmClient::new(&config(&server), dir.path()).unwrap();
+    assert!(matches!(rt.block_on(rerun.chat(&context(), &messages)), Err(LlmError::Cut { max_tokens: 2048 })));
+    assert_eq!(server.request_count(), 1);
+    let call = &rerun.calls()[0];
+    assert!(call.cached && call.status == "length" && call.completion_tokens > 0, "{call:?}");
+    // More room is another request.
+    let more = rt.block_on(rerun.chat_with_room(&context(), &messages, 4096));
+    assert!(matches!(more, Err(LlmError::Cut { max_tokens: 4096 })));
+    assert_eq!(server.request_count(), 2);
+    // Above temperature 0 a cut answer may come out shorter when asked again: it is.
+    let mut warm = config(&server);
+    warm.temperature = 0.7;
+    assert!(cut(&warm).is_err() && cut(&warm).is_err());
+    assert_eq!(server.request_count(), 4);
 }
 
 /// A server that takes `response_format` forms as llama-cpp-python's does (`json_object` with a

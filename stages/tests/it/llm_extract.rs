@@ -505,6 +505,17 @@ fn an_answer_cut_at_the_token_limit_is_asked_again_and_never_taken_as_complete()
         scalar(&index, "SELECT count(*) FROM llm_calls WHERE purpose = 'items_more_room'").as_i64().unwrap(),
         cut
     );
+    // The same work again with that cache (a resumed run) asks nothing: the cuts are remembered
+    // (temperature 0), so it goes straight to more room, whose answers are cached.
+    let again = corpus_index(tmp.path(), "more-room-again", 3);
+    crate::query::copy_dir(&index.join("llm_cache"), &again.join("llm_cache"));
+    let asked = server.request_count();
+    assert_eq!(extract(&again, &llm_env(&server, &config)).code, 0);
+    assert_eq!((items(&again), server.request_count()), (expected.clone(), asked));
+    assert_eq!(
+        scalar(&again, "SELECT count(*) FROM llm_calls WHERE status = 'length' AND cached").as_i64().unwrap(),
+        cut
+    );
 
     // Whatever the room, only one item fits: the chunk is asked in halves.
     let index = corpus_index(tmp.path(), "halves", 3);
@@ -524,6 +535,10 @@ fn an_answer_cut_at_the_token_limit_is_asked_again_and_never_taken_as_complete()
     assert_eq!(scalar(&index, "SELECT count(*) FROM failures WHERE kind = 'truncated'"), chunks);
     assert_eq!(scalar(&index, "SELECT count(*) FROM items"), 0);
     assert!(out.stderr.contains("cut off at max_tokens = 4096"), "{}", out.stderr);
+    // The failed units are asked again on the next run, not answered by their remembered cuts.
+    let asked = server.request_count();
+    assert_eq!(extract(&index, &llm_env(&server, &config)).code, 1);
+    assert!(server.request_count() > asked);
 }
 
 #[test]

@@ -242,9 +242,8 @@ impl LlmClient {
         self.forget_with_room(messages, self.config.max_tokens);
     }
 
-    /// [`LlmClient::forget`] for the request with room for `max_tokens` (a remembered cut, when
-    /// the unit failed for it: its retry asks again).
-    pub fn forget_with_room(&self, messages: &[Message], max_tokens: u32) {
+    /// [`LlmClient::forget`] for the request with room for `max_tokens`.
+    fn forget_with_room(&self, messages: &[Message], max_tokens: u32) {
         let _ = self.cache.remove(&self.request_id_with(messages, max_tokens));
     }
 
@@ -264,18 +263,34 @@ impl LlmClient {
         self.chat_as(context, messages, max_tokens, None).await
     }
 
-    /// [`LlmClient::chat_with_room`] for an answer that must be JSON of `schema` (named `name`):
-    /// the request carries it as `response_format` in the form the endpoint takes
-    /// ([`LlmConfig::structured_output`], then the forms below it as the server refuses them).
-    /// The cache key is the request's without it: an answer is the same whichever form asked.
-    pub async fn chat_json(
+    /// The whole answer to `messages` — JSON of `schema` (named `name`) when one is given, the
+    /// request carrying it as `response_format` in the form the endpoint takes
+    /// ([`LlmConfig::structured_output`], then the forms below it as the server refuses them;
+    /// the cache key leaves the form out: an answer is the same whichever form asked). An answer
+    /// cut at `max_tokens` is asked again once with twice the room (purpose
+    /// `<purpose>_more_room`); cut again, the error is the cut — never a cut answer taken as
+    /// whole — and the request's remembered cuts are forgotten, so that the unit's retry on the
+    /// next run asks again.
+    pub async fn chat_whole(
         &self,
         context: &CallContext,
         messages: &[Message],
-        max_tokens: u32,
-        (name, schema): (&str, &serde_json::Value),
+        schema: Option<(&str, &serde_json::Value)>,
     ) -> Result<String, LlmError> {
-        self.chat_as(context, messages, max_tokens, Some((name, schema))).await
+        let room = self.config.max_tokens;
+        match self.chat_as(context, messages, room, schema).await {
+            Err(LlmError::Cut { .. }) => {
+                let more_room = CallContext { purpose: format!("{}_more_room", context.purpose), ..context.clone() };
+                let more = room.saturating_mul(2);
+                let answer = self.chat_as(&more_room, messages, more, schema).await;
+                if matches!(answer, Err(LlmError::Cut { .. })) {
+                    self.forget_with_room(messages, room);
+                    self.forget_with_room(messages, more);
+                }
+                answer
+            }
+            other => other,
+        }
     }
 
     /// The form of `response_format` this client now sends.

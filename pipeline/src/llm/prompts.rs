@@ -366,33 +366,18 @@ pub struct QueryGraphEdge {
     pub relation: String,
 }
 
-/// The whole answer to `messages`: an answer cut at the token limit is asked again once with
-/// twice the room; cut again, it is a [`FailureKind::Truncated`] failure of the unit (never a
-/// shorter answer taken as complete).
+/// The whole answer to `messages` ([`LlmClient::chat_whole`]): cut even with twice the room, it
+/// is a [`FailureKind::Truncated`] failure of the unit.
 async fn chat_whole(
     client: &LlmClient,
     context: &CallContext,
     messages: &[Message],
     schema: (&str, &serde_json::Value),
 ) -> Result<String, UnitError> {
-    let llm_error = |e: LlmError| {
+    client.chat_whole(context, messages, Some(schema)).await.map_err(|e| {
         let kind = if matches!(e, LlmError::Cut { .. }) { FailureKind::Truncated } else { FailureKind::LlmError };
         UnitError { kind, message: e.to_string() }
-    };
-    match client.chat_json(context, messages, client.config().max_tokens, schema).await {
-        Err(LlmError::Cut { max_tokens }) => {
-            let room = CallContext { purpose: format!("{}_more_room", context.purpose), ..context.clone() };
-            let more = max_tokens.saturating_mul(2);
-            let answer = client.chat_json(&room, messages, more, schema).await;
-            if matches!(answer, Err(LlmError::Cut { .. })) {
-                // The unit fails: its retry on the next run asks again, not the remembered cuts.
-                client.forget_with_room(messages, max_tokens);
-                client.forget_with_room(messages, more);
-            }
-            answer.map_err(llm_error)
-        }
-        other => other.map_err(llm_error),
-    }
+    })
 }
 
 /// The JSON Schema of answers of shape `T`, and a name for it (`items_answer`). Every property
@@ -428,7 +413,7 @@ fn require_every_property(schema: &mut serde_json::Value) {
 const ANSWER_READING: &str = "reading 2: cut answers asked again";
 
 /// Asks for JSON of shape `T`, with its JSON Schema as the request's `response_format` (see
-/// [`LlmClient::chat_json`]); an unreadable answer gets one repair round (the answer and the
+/// [`LlmClient::chat_whole`]); an unreadable answer gets one repair round (the answer and the
 /// parse error go back to the model) before giving up.
 pub async fn ask_json<T: DeserializeOwned + JsonSchema>(
     client: &LlmClient,

@@ -14,7 +14,7 @@ use crate::core::text::sentences;
 use crate::core::words::is_question_stop_word;
 use crate::io::CallRecord;
 use crate::llm::prompts::{Prompt, answer_messages};
-use crate::llm::{CallContext, LlmError, Runner};
+use crate::llm::{CallContext, Runner};
 use crate::rules::question as reader;
 
 /// One question's answer as a backend gives it.
@@ -100,22 +100,8 @@ impl Answerer for LlmAnswerer {
             let evidence = (!options.closed_book).then(|| context.render());
             let call = CallContext { stage: STAGE.into(), doc_id: None, purpose: "answer".into() };
             let messages = answer_messages(q, evidence.as_deref());
-            // An answer cut at the token limit is asked again once with twice the room, as every
-            // cut answer is; cut again, the question fails (never a cut answer taken as whole).
-            let answer = match client.chat(&call, &messages).await {
-                Err(LlmError::Cut { max_tokens }) => {
-                    let room = CallContext { purpose: "answer_more_room".into(), ..call };
-                    let more = max_tokens.saturating_mul(2);
-                    let answer = client.chat_with_room(&room, &messages, more).await;
-                    if matches!(answer, Err(LlmError::Cut { .. })) {
-                        // A rerun asks this question again, not its remembered cuts.
-                        client.forget_with_room(&messages, max_tokens);
-                        client.forget_with_room(&messages, more);
-                    }
-                    answer
-                }
-                other => other,
-            };
+            // Cut even with twice the room, the question fails (never a cut answer taken whole).
+            let answer = client.chat_whole(&call, &messages, None).await;
             (answer, started.elapsed().as_secs_f64() * 1000.0)
         });
         let answers = self.runner.block_on(futures::future::join_all(asks));

@@ -267,7 +267,9 @@ fn completion(state: &State, request: &Request, text: &str, finish_reason: &str)
             _ => message["reasoning_content"] = thinking.into(),
         }
     }
-    let completion = state.counter.count(message["content"].as_str().unwrap_or_default());
+    // The thinking is written, and counted, wherever it is sent.
+    let written = |field: &str| state.counter.count(message[field].as_str().unwrap_or_default());
+    let completion = written("content") + written("reasoning_content");
     Reply::Body(
         json!({
             "id": "standin",

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use flexstruct_pipeline::core::ids::sha256_hex;
 use flexstruct_testkit::{FakeLlm, Reply, Request, items_from_target};
 
 use crate::util::*;
@@ -652,12 +653,7 @@ impl Standin {
     /// The stand-in with a share of faults and more arguments.
     pub(crate) fn start_with(dir: &Path, faults: &str, more: &[&str]) -> Standin {
         // Files of their own per arguments (which may hold paths): a hash of them in the name.
-        let name = format!("{faults}-{:016x}", {
-            use std::hash::{Hash, Hasher};
-            let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            more.hash(&mut hasher);
-            hasher.finish()
-        });
+        let name = format!("{faults}-{}", &sha256_hex(more.join("\0").as_bytes())[..16]);
         let (url_file, stats) = (dir.join(format!("url-{name}")), dir.join(format!("stats-{name}.json")));
         let child = std::process::Command::new(bin("standin-llm"))
             .args(["--faults", faults, "--slow-seconds", "1.5", "--url-file", url_file.to_str().unwrap()])

@@ -6,6 +6,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures::StreamExt;
+
 use super::context::Context;
 use super::kb::Span;
 use super::{STAGE, rules_query_entities};
@@ -24,7 +26,8 @@ pub struct Answered {
     pub generated: Generated,
     /// `llm`, `extractive`, `none` (nothing to answer from), or `failed` (see `error`).
     pub generator: &'static str,
-    /// Milliseconds spent producing it.
+    /// Milliseconds spent producing it, from when its request could go out (not counting its
+    /// wait behind the other questions of a batch).
     pub ms: f64,
     /// Why the answer is missing, when the backend failed for this question.
     pub error: Option<String>,
@@ -95,20 +98,26 @@ impl Answerer for LlmAnswerer {
 
     fn answer_all(&self, questions: &[&str], contexts: &[&Context], options: AnswerOptions) -> Vec<Answered> {
         let client = self.runner.client();
-        let asks = questions.iter().zip(contexts).map(|(q, context)| async move {
+        // At most as many questions in flight as the client sends at once, so that a question's
+        // clock starts when its request can go out: its time is its own, not its wait behind
+        // the batch's earlier questions (answers are put back in question order below).
+        let in_flight = client.config().max_concurrency.max(1);
+        let asks = questions.iter().zip(contexts).enumerate().map(|(i, (q, context))| async move {
             let started = Instant::now();
             let evidence = (!options.closed_book).then(|| context.render());
             let call = CallContext { stage: STAGE.into(), doc_id: None, purpose: "answer".into() };
             let messages = answer_messages(q, evidence.as_deref());
             // Cut even with twice the room, the question fails (never a cut answer taken whole).
             let answer = client.chat_whole(&call, &messages, None).await;
-            (answer, started.elapsed().as_secs_f64() * 1000.0)
+            (i, answer, started.elapsed().as_secs_f64() * 1000.0)
         });
-        let answers = self.runner.block_on(futures::future::join_all(asks));
+        let mut answers: Vec<_> =
+            self.runner.block_on(futures::stream::iter(asks).buffer_unordered(in_flight).collect());
+        answers.sort_unstable_by_key(|(i, ..)| *i);
         answers
             .into_iter()
             .zip(contexts)
-            .map(|((answer, ms), context)| match answer {
+            .map(|((_, answer, ms), context)| match answer {
                 Ok(answer) => Answered { generated: from_llm(answer, context), generator: "llm", ms, error: None },
                 // One failed question does not stop the batch; a rerun asks it again (answered
                 // ones come from the cache).

@@ -103,7 +103,8 @@ pub struct Answer {
     /// The part of `retrieval_ms` spent embedding the question (and, for HyperGraphRAG, its
     /// entities): the question's share of the batch.
     pub embed_ms: f64,
-    /// Milliseconds spent producing the answer.
+    /// Milliseconds spent producing the answer, from when its request could go out (not
+    /// counting its wait behind the other questions of a batch).
     pub generation_ms: f64,
     /// The context's evidence, in context order.
     pub evidence: Vec<Evidence>,

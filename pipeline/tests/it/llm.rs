@@ -288,6 +288,37 @@ fn a_cut_answer_is_asked_again_with_twice_the_room_and_never_taken_whole() {
 }
 
 #[test]
+fn each_answer_of_a_batch_is_timed_from_its_own_request_and_kept_in_question_order() {
+    use flexstruct_pipeline::llm::Runner;
+    use flexstruct_pipeline::query::context::Context;
+    use flexstruct_pipeline::query::{AnswerOptions, Answerer, LlmAnswerer};
+    let names = ["alpha", "beta", "gamma", "delta"];
+    let server = FakeLlm::start(move |r| {
+        let asked = r.last_user_message();
+        let name = names.iter().find(|n| asked.contains(&format!("about {n}?"))).copied().unwrap_or("none");
+        Reply::Slow { delay: Duration::from_millis(80), then: Box::new(Reply::content(format!("Answer: {name}"))) }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(&server);
+    cfg.max_concurrency = 1;
+    let answerer = LlmAnswerer::new(Arc::new(Runner::connect(&cfg, dir.path()).unwrap()));
+    let questions: Vec<String> = names.iter().map(|n| format!("What about {n}?")).collect();
+    let questions: Vec<&str> = questions.iter().map(String::as_str).collect();
+    let context = Context::default();
+    let started = Instant::now();
+    let answered = answerer.answer_all(&questions, &[&context; 4], AnswerOptions::default());
+    let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let answers: Vec<&str> = answered.iter().map(|a| a.generated.answer.as_str()).collect();
+    assert_eq!(answers, names.map(|n| format!("Answer: {n}")));
+    // One request at a time: the questions' own times cannot add up to more than the batch's,
+    // as they would if each question's clock ran while it waited behind the ones before it.
+    let own_ms: f64 = answered.iter().map(|a| a.ms).sum();
+    assert!(own_ms <= wall_ms, "the questions' times add up to {own_ms:.0} ms in a batch of {wall_ms:.0} ms");
+    assert!(answered.iter().all(|a| a.ms >= 80.0), "{:?}", answered.iter().map(|a| a.ms).collect::<Vec<_>>());
+    assert_eq!(server.max_in_flight(), 1);
+}
+
+#[test]
 fn a_cut_is_remembered_at_temperature_0_and_asked_again_above_it() {
     let server = FakeLlm::start(|_| Reply::Cut("{\"items\": [".into()));
     let dir = tempfile::tempdir().unwrap();

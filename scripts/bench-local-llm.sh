@@ -85,7 +85,7 @@ except (OSError, KeyError, ValueError) as e:
     print(f"reader {who} on {qa}: no summary ({e})"); sys.exit(0)
 n = sum(t.get("n", 0) for t in h.get("by_type", {}).values())
 print(f"reader {who} on {qa}: n {n}, EM {h.get('em')}, F1 {h.get('f1')}, answer recall {h.get('answer_recall')}, "
-      f"{seconds / max(n, 1):.1f} s per question (retrieval included)")
+      f"{seconds / max(n, 1):.3g} s per question (retrieval included)")
 EOF
 }
 for qa in ${READER_SETS:-}; do reader rules "$qa"; done

@@ -4,16 +4,29 @@
 //! `manifest`. Answers cut at the token limit count too (their tokens were spent). Judge calls
 //! are the `evaluation` phase, apart from the answers' `generation`.
 
+use std::sync::Arc;
+
+use datafusion::datasource::MemTable;
+use flexstruct_schemas::Table;
+
 use crate::core::{Result, threads};
-use crate::io::Index;
+use crate::io::calls::calls_batch;
 use crate::io::sql::{IndexSql, OutputFormat, format_batches};
+use crate::io::{CallRecord, Index};
 
 /// The SQL of the cost table.
 pub fn cost_sql() -> String {
-    "WITH requests AS ( \
+    cost_sql_over("llm_calls")
+}
+
+/// The SQL of the cost table over the calls of `calls` (a table, or a query in parentheses, with
+/// `llm_calls`' columns).
+fn cost_sql_over(calls: &str) -> String {
+    format!(
+        "WITH requests AS ( \
        SELECT stage, request_id, max(prompt_tokens) AS prompt_tokens, max(completion_tokens) AS completion_tokens, \
               sum(CASE WHEN cached THEN 0 ELSE latency_ms END) AS latency_ms \
-       FROM llm_calls WHERE status IN ('ok', 'length') GROUP BY stage, request_id), \
+       FROM {calls} WHERE status IN ('ok', 'length') GROUP BY stage, request_id), \
      llm AS ( \
        SELECT stage, count(*) AS requests, sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens, \
               round(sum(latency_ms) / 1000.0, 1) AS llm_seconds FROM requests GROUP BY stage), \
@@ -25,7 +38,7 @@ pub fn cost_sql() -> String {
             r.stage_seconds, coalesce(r.runs, 0) AS runs \
      FROM runs r FULL OUTER JOIN llm l ON l.stage = r.stage \
      ORDER BY phase, stage"
-        .to_owned()
+    )
 }
 
 /// The cost table of an index in a format (`table` for reports, `json` for machines).
@@ -33,6 +46,26 @@ pub fn cost_table(index: &Index, format: OutputFormat) -> Result<String> {
     threads::runtime()?.block_on(async {
         let sql = IndexSql::open(index).await?;
         let results = sql.run(&cost_sql()).await?;
+        format_batches(results.first().map(Vec::as_slice).unwrap_or_default(), format, 0)
+    })
+}
+
+/// The cost table of one evaluation: the index's construction beside the generation and
+/// evaluation calls of `run_calls` alone — not those of earlier runs, which the index's
+/// `llm_calls` also holds (an extractive run's report would otherwise show an earlier LLM run's
+/// answers, and one question set's report another's).
+pub fn run_cost_table(index: &Index, run_calls: &[CallRecord], format: OutputFormat) -> Result<String> {
+    threads::runtime()?.block_on(async {
+        let sql = IndexSql::open(index).await?;
+        let batches = if run_calls.is_empty() { Vec::new() } else { vec![calls_batch(run_calls)?] };
+        let run = MemTable::try_new(Table::LlmCalls.schema(), vec![batches])?;
+        sql.context().register_table("run_calls", Arc::new(run))?;
+        let columns = "stage, request_id, prompt_tokens, completion_tokens, latency_ms, cached, status";
+        let calls = format!(
+            "(SELECT {columns} FROM llm_calls WHERE stage NOT IN ('query', 'eval') \
+              UNION ALL SELECT {columns} FROM run_calls)"
+        );
+        let results = sql.run(&cost_sql_over(&calls)).await?;
         format_batches(results.first().map(Vec::as_slice).unwrap_or_default(), format, 0)
     })
 }

@@ -15,9 +15,9 @@ use crate::compose::{self, Backends, Sibling};
 use crate::config::Config;
 use crate::core::ids::doc_hash;
 use crate::core::{Error, Result};
-use crate::io::Index;
 use crate::io::calls::append_calls;
 use crate::io::sql::OutputFormat;
+use crate::io::{CallRecord, Index};
 use crate::query::{Engine, Mode, Prepared, QueryConfig, Reranking};
 
 /// Hears what an evaluation is doing (the binary prints it).
@@ -114,13 +114,20 @@ struct Bench {
     engine: Engine,
     judge: Box<dyn Judge>,
     prepared: std::sync::OnceLock<Prepared>,
+    /// The LLM calls its evaluations made (for the report's cost of this run alone).
+    calls: std::sync::Mutex<Vec<CallRecord>>,
 }
 
 impl Bench {
     fn open(index: &Index, config: &Config) -> Result<Bench> {
         let backends = Backends::new(config, index.root())?;
         let engine = compose::engine(index, config, &backends)?;
-        Ok(Bench { engine, judge: judge_for(&backends), prepared: std::sync::OnceLock::new() })
+        Ok(Bench {
+            engine,
+            judge: judge_for(&backends),
+            prepared: std::sync::OnceLock::new(),
+            calls: std::sync::Mutex::default(),
+        })
     }
 
     /// Evaluates `variants` on the questions `qa` (the same questions at every call), telling
@@ -140,9 +147,17 @@ impl Bench {
             observer.evaluated(&v.label, &super::stats(&refs, false));
             rows.extend(mine);
         }
-        self.engine.record_calls()?;
-        append_calls(self.engine.index(), "eval", "all", &self.judge.take_calls())?;
+        let mut calls = self.engine.record_calls()?;
+        let judged = self.judge.take_calls();
+        append_calls(self.engine.index(), "eval", "all", &judged)?;
+        calls.extend(judged);
+        self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(calls);
         Ok(rows)
+    }
+
+    /// The LLM calls its evaluations made so far.
+    fn calls(&self) -> Vec<CallRecord> {
+        self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// The report's header: what was evaluated, with which backends.
@@ -242,7 +257,7 @@ pub fn compare(
         &bench.header(setup, "Strategies"),
         &rows,
         &labels,
-        &cost_section(&setup.index)?,
+        &cost_section(&setup.index, &bench.calls())?,
         Vec::new(),
         "strategies",
     )
@@ -264,11 +279,10 @@ pub fn ablate(setup: &Setup, out: &Path, observer: &dyn Observer) -> Result<Writ
     // The paper's system on the sibling: after the paper's row.
     let paper = variants.iter().find(|v| v.label == runs::PAPER_ROW).map_or(base, |v| v.config.clone());
     let no_sw_row = Variant { label: "w/o SW".into(), config: paper };
-    rows.extend(Bench::open(&sibling.index, &no_sw)?.evaluate(
-        &setup.qa,
-        std::slice::from_ref(&no_sw_row),
-        observer,
-    )?);
+    let sibling_bench = Bench::open(&sibling.index, &no_sw)?;
+    rows.extend(sibling_bench.evaluate(&setup.qa, std::slice::from_ref(&no_sw_row), observer)?);
+    let mut calls = bench.calls();
+    calls.extend(sibling_bench.calls());
     let at = labels.iter().position(|l| l == runs::PAPER_ROW).map_or(labels.len(), |i| i + 1);
     labels.insert(at, no_sw_row.label);
     finish(
@@ -276,7 +290,7 @@ pub fn ablate(setup: &Setup, out: &Path, observer: &dyn Observer) -> Result<Writ
         &bench.header(setup, "Ablation: the fused assembly's pieces, then the paper's Table 2"),
         &rows,
         &labels,
-        &cost_section(&setup.index)?,
+        &cost_section(&setup.index, &calls)?,
         Vec::new(),
         "ablation",
     )
@@ -374,10 +388,11 @@ pub fn sweep(
     finish(out, &base.header(setup, &format!("Sweep of {}", param.name())), &rows, &labels, &extra, charts, "sweep")
 }
 
-fn cost_section(index: &Index) -> Result<String> {
+/// The report's cost table: the index's construction, and this run's own `calls` at query time.
+fn cost_section(index: &Index, calls: &[CallRecord]) -> Result<String> {
     Ok(format!(
-        "\n## Cost (paper Table 3)\n\nLLM requests, tokens and seconds per stage from `llm_calls` (each request once), and stage wall time from the manifest:\n\n```text\n{}```\n",
-        cost::cost_table(index, OutputFormat::Table)?
+        "\n## Cost (paper Table 3)\n\nLLM requests, tokens and seconds per stage from `llm_calls` (each request once: the index's construction, and this evaluation's own generation and judging), and stage wall time from the manifest:\n\n```text\n{}```\n",
+        cost::run_cost_table(index, calls, OutputFormat::Table)?
     ))
 }
 

@@ -51,11 +51,11 @@ use self::strategy::{EntityMatch, Modules, QueryInput, Retrieval, Retrieved};
 use crate::core::backend::BackendId;
 use crate::core::tokens::TokenCounter;
 use crate::core::{Error, Result};
-use crate::io::Index;
 use crate::io::ann::AnnConfig;
 use crate::io::calls::append_calls;
 use crate::io::files::write_file_atomic;
 use crate::io::parquet::write_rows_parquet;
+use crate::io::{CallRecord, Index};
 use crate::models::Embedder;
 use crate::rules::question as reader;
 
@@ -661,13 +661,14 @@ impl Engine {
     }
 
     /// Appends the LLM calls of the query-time backends made so far (query entities, query
-    /// graphs, answers) to the index's `llm_calls`.
-    pub fn record_calls(&self) -> Result<()> {
+    /// graphs, answers) to the index's `llm_calls`, and returns them.
+    pub fn record_calls(&self) -> Result<Vec<CallRecord>> {
         let mut calls = self.query_entities.take_calls();
         calls.extend(self.query_graphs.take_calls());
         calls.extend(self.answerer.take_calls());
         calls.extend(self.reranker.iter().flat_map(|r| r.take_calls()));
-        append_calls(&self.index, STAGE, "all", &calls)
+        append_calls(&self.index, STAGE, "all", &calls)?;
+        Ok(calls)
     }
 }
 

@@ -236,6 +236,27 @@ fn ge_comes_from_the_llm_judge_and_costs_are_tabled() {
     // The judge's calls are the evaluation's cost, not the answers'.
     assert!(line("eval").contains("evaluation") && line("eval").contains("| 12 "), "{}", cost.stdout);
     assert!(line("extract").contains("construction"), "{}", cost.stdout);
+
+    // A report's cost table holds its own run's calls, not every run's on the index: the run's
+    // report said 24 answers' requests, a second run on three of the questions says 6 (served
+    // from the cache, each request counted once), and an extractive run's says none — while
+    // the index's table still holds the first run's 24.
+    let report_line = |out: &Path, stage: &str| {
+        let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+        let cost = report.split("## Cost").nth(1).unwrap_or_default().to_owned();
+        cost.lines().find(|l| l.contains(&format!("| {stage} "))).unwrap_or_default().to_owned()
+    };
+    assert!(report_line(&out, "query").contains("| 24 "), "{}", report_line(&out, "query"));
+    let three = tmp.path().join("three");
+    eval(&["run", "--modes", "hybrid", "--limit", "3"], &index, &three, &fake_llm_env(&url));
+    assert!(report_line(&three, "query").contains("| 6 "), "{}", report_line(&three, "query"));
+    assert!(report_line(&three, "eval").contains("| 3 "), "{}", report_line(&three, "eval"));
+    let extractive = tmp.path().join("extractive");
+    eval(&["run", "--modes", "hybrid"], &index, &extractive, &[]);
+    assert_eq!(report_line(&extractive, "query"), "", "an extractive run makes no LLM call");
+    assert!(report_line(&extractive, "extract").contains("construction"));
+    let cost = run("eval", &["cost", "--index", index.to_str().unwrap()]);
+    assert!(cost.stdout.lines().any(|l| l.contains("| query ") && l.contains("| 24 ")), "{}", cost.stdout);
 }
 
 #[test]

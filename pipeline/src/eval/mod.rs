@@ -109,6 +109,10 @@ pub struct Row {
     /// Whether an LLM judge was asked (a judged row without GE is a grading that failed).
     #[serde(skip)]
     pub judged: bool,
+    /// The LLM failed to answer (its answer is empty and scores 0; an `answer: …` note says
+    /// why, and a rerun asks it again).
+    #[serde(skip)]
+    pub answer_failed: bool,
     /// A gold answer occurs in the context (0/1).
     pub answer_recall: Option<f64>,
     /// Share of the gold answer's content words in the context.
@@ -181,6 +185,8 @@ pub fn evaluate(
             let scored = a.short_answer.as_deref().unwrap_or(&a.answer);
             let f1 = f1(scored, &q.answers);
             let labels = a.structure.as_ref().and_then(|s| label_scores(&s.answers, &q.answers));
+            let mut notes = a.notes.clone();
+            notes.extend(a.error.as_ref().map(|e| format!("answer: {e}")));
             Row {
                 variant: variant.label.clone(),
                 mode: variant.config.mode.name().to_owned(),
@@ -194,6 +200,7 @@ pub fn evaluate(
                 f1,
                 ge: ge.map(|scores| judge::ge(&scores, f1)),
                 judged: judge.measures(),
+                answer_failed: a.generator == "failed",
                 answer_recall: context.contains_answer(&q.answers),
                 answer_token_recall: context.answer_token_recall(&q.answers),
                 evidence_recall: context.evidence_recall(&q.evidence),
@@ -210,7 +217,7 @@ pub fn evaluate(
                 embed_ms: a.embed_ms,
                 generation_ms: a.generation_ms,
                 rerank: a.rerank,
-                notes: a.notes.clone(),
+                notes,
             }
         })
         .collect())
@@ -265,6 +272,9 @@ pub struct Stats {
     /// Questions whose re-ranking failed: their evidence kept the strategy's own order (null
     /// when no re-ranker was asked; their notes in the results say why).
     pub n_rerank_failed: Option<usize>,
+    /// Questions the LLM failed to answer: their answers are empty and score 0 (their notes in
+    /// the results say why; a rerun asks them again).
+    pub n_answer_failed: usize,
     /// The same per question type (absent inside a type).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub by_type: Option<BTreeMap<String, Stats>>,
@@ -311,6 +321,7 @@ pub fn stats(rows: &[&Row], by_type: bool) -> Stats {
         embed_ms_p50: round2(percentile(&rows.iter().map(|r| r.embed_ms).collect::<Vec<_>>(), 0.5)),
         n_reranked: count_rerank(rows, Reranking::Reranked),
         n_rerank_failed: count_rerank(rows, Reranking::Failed),
+        n_answer_failed: rows.iter().filter(|r| r.answer_failed).count(),
         by_type: types,
     }
 }
@@ -349,6 +360,7 @@ mod tests {
             f1: em,
             ge: None,
             judged: false,
+            answer_failed: false,
             answer_recall: recall,
             answer_token_recall: None,
             evidence_recall: None,

@@ -131,6 +131,7 @@ mod tests {
             f1: 0.0,
             ge: None,
             judged: false,
+            answer_failed: false,
             answer_recall: Some(recall),
             answer_token_recall: None,
             evidence_recall: None,

@@ -38,6 +38,11 @@ pub fn summary_table(summary: &[(String, Stats)]) -> String {
             (Some(done), Some(failed)) => format!("{name} (+rerank for {done}; failed for {failed})"),
             _ => name.clone(),
         };
+        // Failed answers score 0: said beside the scores, not hidden in them.
+        let name = match st.n_answer_failed {
+            0 => name,
+            failed => format!("{name} (answer failed for {failed})"),
+        };
         let _ = writeln!(
             s,
             "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",

@@ -411,6 +411,12 @@ pub struct Written {
     pub rerank_failed: usize,
     /// Why the first of them failed.
     pub rerank_failure: Option<String>,
+    /// Answers asked (over every variant).
+    pub answers_asked: usize,
+    /// Those the LLM failed to give: empty, scored 0, asked again by a rerun.
+    pub answers_failed: usize,
+    /// Why the first of them failed.
+    pub answer_failure: Option<String>,
 }
 
 impl Written {
@@ -418,7 +424,30 @@ impl Written {
         let asked = rows.iter().filter(|r| matches!(r.rerank, Some(Reranking::Reranked | Reranking::Failed)));
         let failed: Vec<&Row> = rows.iter().filter(|r| r.rerank == Some(Reranking::Failed)).collect();
         let rerank_failure = failed.iter().flat_map(|r| &r.notes).find(|n| n.starts_with("rerank: ")).cloned();
-        Written { report, rerank_asked: asked.count(), rerank_failed: failed.len(), rerank_failure }
+        let unanswered: Vec<&Row> = rows.iter().filter(|r| r.answer_failed).collect();
+        let answer_failure = unanswered.iter().flat_map(|r| &r.notes).find(|n| n.starts_with("answer: ")).cloned();
+        Written {
+            report,
+            rerank_asked: asked.count(),
+            rerank_failed: failed.len(),
+            rerank_failure,
+            answers_asked: rows.len(),
+            answers_failed: unanswered.len(),
+            answer_failure,
+        }
+    }
+
+    /// The header line that says how many answers failed, when any did.
+    fn answer_line(&self) -> Option<String> {
+        (self.answers_failed > 0).then(|| {
+            format!(
+                "answers FAILED for {} of the {} questions: they are empty and score 0 in EM and F1; a rerun \
+                 asks them again ({})",
+                self.answers_failed,
+                self.answers_asked,
+                self.answer_failure.as_deref().unwrap_or("see the notes in results.jsonl")
+            )
+        })
     }
 
     /// The header line that says what re-ranking did, when it was asked.
@@ -452,6 +481,7 @@ fn finish(
     let mut written = Written::of(PathBuf::new(), rows);
     let mut header = header.clone();
     header.settings.extend(written.rerank_line());
+    header.settings.extend(written.answer_line());
     written.report = report::write(out, &header, rows, &summary, extra, &all)?;
     Ok(written)
 }

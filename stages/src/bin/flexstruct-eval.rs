@@ -169,8 +169,24 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
     flexstruct_stages::say!("eval: report {}", report.report.display());
     // A configured step that did not work is said loudly and in the exit code, after the
     // results (labelled with what happened) are written.
+    let answers = match (report.answers_asked, report.answers_failed) {
+        (_, 0) => Outcome::Ok,
+        (asked, failed) if failed == asked => anyhow::bail!(
+            "the LLM never answered: all {asked} answers failed ({}); the report scores them 0 — rerun to \
+             ask them again",
+            report.answer_failure.as_deref().unwrap_or("no reason recorded")
+        ),
+        (asked, failed) => {
+            flexstruct_stages::say!(
+                "eval: the LLM failed to answer {failed} of {asked} questions ({}); they score 0 in the report \
+                 and a rerun asks them again",
+                report.answer_failure.as_deref().unwrap_or("no reason recorded")
+            );
+            Outcome::Partial
+        }
+    };
     match (report.rerank_asked, report.rerank_failed) {
-        (_, 0) => Ok(Outcome::Ok),
+        (_, 0) => Ok(answers),
         (asked, failed) if failed == asked => anyhow::bail!(
             "re-ranking never worked: it failed for all {asked} questions it was asked for ({}); the report \
              gives the strategies' own order, not labelled +rerank",

@@ -369,3 +369,83 @@ fn a_reranker_that_fails_is_counted_labelled_and_fails_the_run() {
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains(&format!("| chunks (+rerank for {done}; failed for {failed}) | 12 |")), "{report}");
 }
+
+#[test]
+fn answers_the_llm_fails_to_give_are_counted_said_and_asked_again() {
+    // Every answer about Tessellate runs to the token limit, also with more room: it fails.
+    let cut_tessellate = |request: &flexstruct_testkit::Request| {
+        let user = request.last_user_message();
+        let question = user.lines().next().unwrap_or_default().to_owned();
+        if !user.contains("\n\nEVIDENCE:\n") {
+            Reply::content("{\"entities\": []}")
+        } else if question.contains("Tessellate") {
+            Reply::Cut("Answer: Tessellate Tessellate Tessellate".into())
+        } else {
+            Reply::content("Answer: Rafael Ortiz [1]")
+        }
+    };
+    let server = FakeLlm::start(cut_tessellate);
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("index");
+    copy_dir(sample_index(), &index);
+    let questions = questions_file();
+    let run = |url: &str, index: &Path, out: &Path| {
+        let mut env = ENV.to_vec();
+        env.extend(fake_llm_env(url));
+        let args = ["run", "--modes", "hybrid", "--index", index.to_str().unwrap(), "--questions"];
+        let mut args = args.to_vec();
+        args.extend([questions.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        run_env("eval", &args, &env)
+    };
+
+    let out = tmp.path().join("some");
+    let r = run(&server.base_url(), &index, &out);
+    // Done, but not whole: exit code 1, and said.
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let rows = results(&out);
+    let failed: Vec<&Value> = rows.iter().filter(|r| r["question"].as_str().unwrap().contains("Tessellate")).collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["answer"], "");
+    let notes = failed[0]["notes"].as_array().unwrap();
+    assert!(notes.iter().any(|n| n.as_str().unwrap().starts_with("answer: ")), "{}", failed[0]);
+    assert!(rows.iter().filter(|r| !r["question"].as_str().unwrap().contains("Tessellate")).all(|r| r["answer"] != ""));
+    let n = rows.len();
+    assert!(r.stderr.contains(&format!("the LLM failed to answer 1 of {n} questions")), "{}", r.stderr);
+    assert_eq!(summary(&out)["hybrid"]["n_answer_failed"], 1);
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains(&format!("| hybrid (answer failed for 1) | {n} |")), "{report}");
+    assert!(report.contains(&format!("answers FAILED for 1 of the {n} questions")), "{report}");
+
+    // A rerun against a server that answers asks the failed question again: nothing fails.
+    let answers = FakeLlm::start(|request| {
+        if request.last_user_message().contains("\n\nEVIDENCE:\n") {
+            Reply::content("Answer: Tessellate Labs [1]")
+        } else {
+            Reply::content("{\"entities\": []}")
+        }
+    });
+    let again = tmp.path().join("again");
+    let r = run(&answers.base_url(), &index, &again);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(summary(&again)["hybrid"]["n_answer_failed"], 0);
+    assert!(results(&again).iter().all(|r| r["answer"] != ""));
+    assert!(answers.requests().iter().any(|r| r.last_user_message().lines().next().unwrap().contains("Tessellate")));
+
+    // A model that never answers fails the run (exit code 2), after writing the report.
+    let never = FakeLlm::start(|request| {
+        if request.last_user_message().contains("\n\nEVIDENCE:\n") {
+            Reply::Cut("Answer: and and and".into())
+        } else {
+            Reply::content("{\"entities\": []}")
+        }
+    });
+    // (On an index of its own: the first runs' answers are in this one's cache.)
+    let fresh = tmp.path().join("fresh");
+    copy_dir(sample_index(), &fresh);
+    let out = tmp.path().join("never");
+    let r = run(&never.base_url(), &fresh, &out);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains(&format!("the LLM never answered: all {n} answers failed")), "{}", r.stderr);
+    assert_eq!(summary(&out)["hybrid"]["n_answer_failed"], n);
+    assert!(out.join("report.md").exists());
+}

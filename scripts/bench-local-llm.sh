@@ -9,7 +9,8 @@
 # READER_SETS="2wiki …" (question sets under QA_ROOT, indexed under data/indexes/<set>) then
 # measures each model as the reader: EM and F1 of hybrid's short answers from 1,100-token
 # contexts on the first READER_LIMIT questions of each set's test half, beside the extractive
-# reader's, and the seconds per answer (retrieval by the rules in both). FORMS="" skips the
+# reader's, the answers the model failed to give (cut twice), and the seconds per answer
+# (retrieval by the rules in both). FORMS="" skips the
 # construction.
 # DOCS="id …" builds only those documents of a .jsonl CORPUS, and asks only the questions whose
 # documents are all among them. WORK=DIR keeps the work folder (indexes, their LLM caches, logs)
@@ -84,7 +85,8 @@ try:
 except (OSError, KeyError, ValueError) as e:
     print(f"reader {who} on {qa}: no summary ({e})"); sys.exit(0)
 n = sum(t.get("n", 0) for t in h.get("by_type", {}).values())
-print(f"reader {who} on {qa}: n {n}, EM {h.get('em')}, F1 {h.get('f1')}, answer recall {h.get('answer_recall')}, "
+print(f"reader {who} on {qa}: n {n}, EM {h.get('em')}, F1 {h.get('f1')}, unanswered {h.get('n_answer_failed')}, "
+      f"answer recall {h.get('answer_recall')}, "
       f"{seconds / max(n, 1):.3g} s per question (retrieval included)")
 EOF
 }

@@ -411,7 +411,7 @@ pub struct Written {
     pub rerank_failed: usize,
     /// Why the first of them failed.
     pub rerank_failure: Option<String>,
-    /// Answers asked (over every variant).
+    /// Answers asked (a question's under each variant).
     pub answers_asked: usize,
     /// Those the LLM failed to give: empty, scored 0, asked again by a rerun.
     pub answers_failed: usize,
@@ -441,8 +441,8 @@ impl Written {
     fn answer_line(&self) -> Option<String> {
         (self.answers_failed > 0).then(|| {
             format!(
-                "answers FAILED for {} of the {} questions: they are empty and score 0 in EM and F1; a rerun \
-                 asks them again ({})",
+                "answers FAILED: {} of the {} asked (over every variant); they are empty and score 0 in EM and \
+                 F1, and a rerun asks for them again ({})",
                 self.answers_failed,
                 self.answers_asked,
                 self.answer_failure.as_deref().unwrap_or("see the notes in results.jsonl")

@@ -178,8 +178,8 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
         ),
         (asked, failed) => {
             flexstruct_stages::say!(
-                "eval: the LLM failed to answer {failed} of {asked} questions ({}); they score 0 in the report \
-                 and a rerun asks them again",
+                "eval: the LLM failed to give {failed} of {asked} answers ({}); they score 0 in the report \
+                 and a rerun asks for them again",
                 report.answer_failure.as_deref().unwrap_or("no reason recorded")
             );
             Outcome::Partial

@@ -410,11 +410,11 @@ fn answers_the_llm_fails_to_give_are_counted_said_and_asked_again() {
     assert!(notes.iter().any(|n| n.as_str().unwrap().starts_with("answer: ")), "{}", failed[0]);
     assert!(rows.iter().filter(|r| !r["question"].as_str().unwrap().contains("Tessellate")).all(|r| r["answer"] != ""));
     let n = rows.len();
-    assert!(r.stderr.contains(&format!("the LLM failed to answer 1 of {n} questions")), "{}", r.stderr);
+    assert!(r.stderr.contains(&format!("the LLM failed to give 1 of {n} answers")), "{}", r.stderr);
     assert_eq!(summary(&out)["hybrid"]["n_answer_failed"], 1);
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains(&format!("| hybrid (answer failed for 1) | {n} |")), "{report}");
-    assert!(report.contains(&format!("answers FAILED for 1 of the {n} questions")), "{report}");
+    assert!(report.contains(&format!("answers FAILED: 1 of the {n} asked")), "{report}");
 
     // A rerun against a server that answers asks the failed question again: nothing fails.
     let answers = FakeLlm::start(|request| {

@@ -200,7 +200,7 @@ pub fn evaluate(
                 f1,
                 ge: ge.map(|scores| judge::ge(&scores, f1)),
                 judged: judge.measures(),
-                answer_failed: a.generator == "failed",
+                answer_failed: a.error.is_some(),
                 answer_recall: context.contains_answer(&q.answers),
                 answer_token_recall: context.answer_token_recall(&q.answers),
                 evidence_recall: context.evidence_recall(&q.evidence),

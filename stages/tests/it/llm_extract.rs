@@ -547,8 +547,9 @@ fn spans_are_the_documents_own_text_or_have_no_offsets_and_edges_never_guess_the
     let tmp = tempfile::tempdir().unwrap();
     let index = corpus_index(tmp.path(), "index", 3);
     // The model rewrites the case and spacing of every other span, invents one item per chunk,
-    // writes a placeholder item, copies the prompt's example and a blank entity name; for the
-    // chunks of day 3 it writes nothing but the placeholder and the copy.
+    // writes a placeholder item, copies the prompt's example (as written, and without its period
+    // in lowercase) and a blank entity name; for the chunks of day 3 it writes nothing but the
+    // placeholder and the copies.
     let example = flexstruct_pipeline::llm::prompts::ITEMS_EXAMPLE.items[0];
     let (example, example_span) = (example.statement, example.span);
     let server = FakeLlm::start(move |r: &Request| {
@@ -571,6 +572,8 @@ fn spans_are_the_documents_own_text_or_have_no_offsets_and_edges_never_guess_the
         let junk = [
             serde_json::json!({"statement": "...", "span": "...", "entities": ["..."]}),
             serde_json::json!({"statement": example, "span": example_span, "entities": []}),
+            // A copy that drops the final period and changes case is still the example.
+            serde_json::json!({"statement": example.trim_end_matches('.').to_lowercase(), "span": "", "entities": []}),
         ];
         if user.rsplit("TARGET:").next().unwrap().contains("day 3") {
             return Reply::content(serde_json::json!({ "items": junk }).to_string());
@@ -600,7 +603,7 @@ fn spans_are_the_documents_own_text_or_have_no_offsets_and_edges_never_guess_the
     for expected in [
         format!("unlocated: {answered}"),
         format!("dropped_empty: {chunks}"),
-        format!("dropped_example: {chunks}"),
+        format!("dropped_example: {}", 2 * chunks),
         format!("dropped_entities: {answered}"),
         format!("chunks_without_items: {day3}"),
     ] {

@@ -227,7 +227,7 @@ fn extract_bucket(
     for doc in &docs {
         per_doc.push((doc, answers.by_ref().take(doc.chunks.len()).collect::<Vec<_>>()));
     }
-    let examples = extractor.example_statements();
+    let examples: Vec<String> = extractor.example_statements().into_iter().map(words_key).collect();
     let results: Vec<(Vec<ItemRow>, Vec<Failure>, ExtractCounts)> =
         per_doc.into_par_iter().map(|(doc, answers)| locate_document(doc, answers, window, &examples)).collect();
 
@@ -244,14 +244,21 @@ fn extract_bucket(
     Ok((BucketOutput { tables: vec![vec![batch]], failures, ..BucketOutput::default() }, counts, doc_ids))
 }
 
+/// A statement's words, lowercase, without punctuation: a model's copy of an example that
+/// drops its final period or changes its case has the example's key.
+fn words_key(text: &str) -> String {
+    text.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ")
+}
+
 /// The items of an answer worth keeping: those whose statement says something and is not one
-/// of the prompt's `examples`, without blank entity names; what is left out is counted.
-fn screen(items: Vec<ExtractedItem>, examples: &[&str], counts: &mut ExtractCounts) -> Vec<ExtractedItem> {
+/// of the prompt's examples (`examples` holds their [`words_key`]s), without blank entity
+/// names; what is left out is counted.
+fn screen(items: Vec<ExtractedItem>, examples: &[String], counts: &mut ExtractCounts) -> Vec<ExtractedItem> {
     let mut kept = Vec::with_capacity(items.len());
     for mut item in items {
         if is_blank(&item.text) {
             counts.dropped_empty += 1;
-        } else if examples.contains(&item.text.trim()) {
+        } else if !examples.is_empty() && examples.contains(&words_key(&item.text)) {
             counts.dropped_example += 1;
         } else {
             let before = item.entities.len();
@@ -271,7 +278,7 @@ fn locate_document(
     doc: &DocChunks<'_>,
     answers: Vec<Result<Vec<ExtractedItem>, UnitError>>,
     window: Window,
-    examples: &[&str],
+    examples: &[String],
 ) -> (Vec<ItemRow>, Vec<Failure>, ExtractCounts) {
     let locator = Locator::new(doc.text);
     let mut offsets = CharOffsets::new(doc.text);

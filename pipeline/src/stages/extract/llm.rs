@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::{ExtractedItem, Extractor, ItemRequest, STAGE};
 use crate::core::backend::BackendId;
 use crate::io::{CallRecord, FailureKind, UnitError};
-use crate::llm::prompts::{ITEMS_EXAMPLE, ItemsAnswer, Prompt, items_messages};
+use crate::llm::prompts::{ITEMS_EXAMPLE, ItemsAnswer, ItemsExample, Prompt, items_messages};
 use crate::llm::{CallContext, Runner};
 
 /// Extracts items with an LLM.
@@ -116,8 +116,8 @@ impl Extractor for LlmExtractor {
         self.runner.drain_calls(sorted_doc_ids)
     }
 
-    fn example_statements(&self) -> Vec<&'static str> {
-        ITEMS_EXAMPLE.items.iter().map(|item| item.statement).collect()
+    fn worked_example(&self) -> Option<ItemsExample> {
+        Some(ITEMS_EXAMPLE)
     }
 }
 

@@ -33,11 +33,12 @@ use crate::core::text::{ByteOffsets, CharOffsets, is_blank};
 use crate::core::{Error, Result};
 use crate::io::parquet::{string_column, string_lists, typed};
 use crate::io::{CallRecord, Failure, FailureKind, StageMetrics, UnitError};
+use crate::llm::prompts::ItemsExample;
 
 /// Stage name.
 pub const STAGE: &str = Stage::Extract.name();
 /// Bumped whenever the same chunks and config would extract differently.
-const VERSION: &str = "4";
+const VERSION: &str = "5";
 
 /// What an extractor is asked: the window prefix (oldest first) and the target chunk.
 #[derive(Debug, Clone, Copy)]
@@ -75,10 +76,10 @@ pub trait Extractor: Sync {
     fn take_calls(&self, _sorted_doc_ids: &[String]) -> Vec<CallRecord> {
         Vec::new()
     }
-    /// The statements of the examples the backend shows its model: an item with one of them
-    /// was copied from the prompt, not found in the chunk.
-    fn example_statements(&self) -> Vec<&'static str> {
-        Vec::new()
+    /// The worked example the backend shows its model, if any: an item that repeats it was
+    /// copied from the prompt, not found in the chunk.
+    fn worked_example(&self) -> Option<ItemsExample> {
+        None
     }
 }
 
@@ -227,9 +228,9 @@ fn extract_bucket(
     for doc in &docs {
         per_doc.push((doc, answers.by_ref().take(doc.chunks.len()).collect::<Vec<_>>()));
     }
-    let examples: Vec<String> = extractor.example_statements().into_iter().map(words_key).collect();
+    let example = extractor.worked_example().map(|e| ExampleMarks::new(&e));
     let results: Vec<(Vec<ItemRow>, Vec<Failure>, ExtractCounts)> =
-        per_doc.into_par_iter().map(|(doc, answers)| locate_document(doc, answers, window, &examples)).collect();
+        per_doc.into_par_iter().map(|(doc, answers)| locate_document(doc, answers, window, example.as_ref())).collect();
 
     let mut counts = ExtractCounts::default();
     let mut failures = Vec::new();
@@ -250,15 +251,81 @@ fn words_key(text: &str) -> String {
     text.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
-/// The items of an answer worth keeping: those whose statement says something and is not one
-/// of the prompt's examples (`examples` holds their [`words_key`]s), without blank entity
-/// names; what is left out is counted.
-fn screen(items: Vec<ExtractedItem>, examples: &[String], counts: &mut ExtractCounts) -> Vec<ExtractedItem> {
+/// The words of a text as written, split at whitespace, without the punctuation around them
+/// (`2.4` stays one word).
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split_whitespace().map(|w| w.trim_matches(|c: char| !c.is_alphanumeric())).filter(|w| !w.is_empty())
+}
+
+/// What gives away an item copied from the prompt's worked example. A weak model copies more
+/// than the example's statements: its context or target as a statement, the example's span
+/// beside the chunk's names, a statement about the example's bridge reworded. Any of these
+/// carries a name or number of the example that the text the model was shown lacks.
+#[derive(Debug)]
+struct ExampleMarks {
+    /// The [`words_key`]s of the example's statements.
+    statements: Vec<String>,
+    /// The example's names and numbers, as written: its words with a digit, and its
+    /// capitalised words other than a sentence's first (entity names count whole).
+    names: Vec<String>,
+}
+
+impl ExampleMarks {
+    fn new(example: &ItemsExample) -> Self {
+        let mut texts = vec![example.context, example.target];
+        texts.extend(example.items.iter().flat_map(|i| [i.statement, i.span]));
+        let mut names = Vec::new();
+        for text in texts {
+            let mut sentence_start = true;
+            for raw in text.split_whitespace() {
+                let word = raw.trim_matches(|c: char| !c.is_alphanumeric());
+                let capitalised = word.starts_with(char::is_uppercase) && !sentence_start;
+                if !word.is_empty() && (capitalised || word.contains(|c: char| c.is_ascii_digit())) {
+                    names.push(word.to_owned());
+                }
+                sentence_start = raw.ends_with(['.', '!', '?']);
+            }
+        }
+        let entities = example.items.iter().flat_map(|i| i.entities.iter().copied());
+        names.extend(
+            entities
+                .flat_map(words)
+                .filter(|w| w.starts_with(char::is_uppercase) || w.contains(|c: char| c.is_ascii_digit()))
+                .map(str::to_owned),
+        );
+        names.sort_unstable();
+        names.dedup();
+        let statements = example.items.iter().map(|i| words_key(i.statement)).collect();
+        Self { statements, names }
+    }
+
+    /// Whether `item` repeats the example: its statement is one of the example's (up to case
+    /// and punctuation), or its statement or span has a name or number of the example that is
+    /// nowhere in `shown`, the text the model was given.
+    fn copied(&self, item: &ExtractedItem, shown: &str) -> bool {
+        if self.statements.contains(&words_key(&item.text)) {
+            return true;
+        }
+        let foreign =
+            |word: &str| self.names.iter().any(|n| n == word) && !words(shown).any(|s| s.eq_ignore_ascii_case(word));
+        words(&item.text).chain(words(&item.ref_text)).any(foreign)
+    }
+}
+
+/// The items of an answer worth keeping: those whose statement says something and does not
+/// repeat the prompt's `example` (`shown` is the text the model was given), without blank
+/// entity names; what is left out is counted.
+fn screen(
+    items: Vec<ExtractedItem>,
+    example: Option<&ExampleMarks>,
+    shown: &str,
+    counts: &mut ExtractCounts,
+) -> Vec<ExtractedItem> {
     let mut kept = Vec::with_capacity(items.len());
     for mut item in items {
         if is_blank(&item.text) {
             counts.dropped_empty += 1;
-        } else if !examples.is_empty() && examples.contains(&words_key(&item.text)) {
+        } else if example.is_some_and(|e| e.copied(&item, shown)) {
             counts.dropped_example += 1;
         } else {
             let before = item.entities.len();
@@ -273,12 +340,12 @@ fn screen(items: Vec<ExtractedItem>, examples: &[String], counts: &mut ExtractCo
 /// Locates the spans of one document's extracted items (in the target chunk, else the window
 /// the extractor saw, else the document) and numbers them in extraction order. A located item's
 /// `ref_text` becomes the document's own text at its offsets, so that the two always agree.
-/// Items that say nothing or copy the prompt's `examples` are left out first (and counted).
+/// Items that say nothing or copy the prompt's `example` are left out first (and counted).
 fn locate_document(
     doc: &DocChunks<'_>,
     answers: Vec<Result<Vec<ExtractedItem>, UnitError>>,
     window: Window,
-    examples: &[String],
+    example: Option<&ExampleMarks>,
 ) -> (Vec<ItemRow>, Vec<Failure>, ExtractCounts) {
     let locator = Locator::new(doc.text);
     let mut offsets = CharOffsets::new(doc.text);
@@ -304,8 +371,11 @@ fn locate_document(
             continue;
         };
         counts.chunks += 1;
+        let chunk = chunk_byte..chunk_byte + text.len();
+        let first = window.prefix(position + 1).start.saturating_sub(1);
+        let seen = chunk_start_bytes[first..position].iter().flatten().next().copied().unwrap_or(chunk_byte);
         let items = match answer {
-            Ok(items) => screen(items, examples, &mut counts),
+            Ok(items) => screen(items, example, &doc.text[seen..chunk.end], &mut counts),
             Err(e) => {
                 failures.push(fail(chunk_idx, e.kind, e.message));
                 continue;
@@ -314,9 +384,6 @@ fn locate_document(
         if items.is_empty() {
             counts.chunks_without_items += 1;
         }
-        let chunk = chunk_byte..chunk_byte + text.len();
-        let first = window.prefix(position + 1).start.saturating_sub(1);
-        let seen = chunk_start_bytes[first..position].iter().flatten().next().copied().unwrap_or(chunk_byte);
         let scopes = [chunk.clone(), seen..chunk.end, 0..doc.text.len()];
         for mut item in items {
             let found = match &item.span {
@@ -381,4 +448,62 @@ fn items_batch(rows: &[(&str, Vec<ItemRow>)], extractor: &str) -> Result<RecordB
             Arc::new(StringArray::from(vec![extractor; n])),
         ],
     )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::prompts::ITEMS_EXAMPLE;
+
+    fn item(text: &str, ref_text: &str) -> ExtractedItem {
+        ExtractedItem { text: text.into(), ref_text: ref_text.into(), entities: Vec::new(), span: None }
+    }
+
+    #[test]
+    fn the_examples_names_and_numbers_mark_it_and_its_first_words_do_not() {
+        let marks = ExampleMarks::new(&ITEMS_EXAMPLE);
+        for name in ["Varden", "Bridge", "Sola", "Mirth", "Ilse", "Brandt", "Oslo", "1931", "2.4", "1958"] {
+            assert!(marks.names.iter().any(|n| n == name), "{name}: {:?}", marks.names);
+        }
+        for word in ["The", "It", "Building", "crowns", "technical"] {
+            assert!(!marks.names.iter().any(|n| n == word), "{word}: {:?}", marks.names);
+        }
+    }
+
+    #[test]
+    fn copies_of_any_part_of_the_example_are_left_out_and_the_chunks_own_facts_kept() {
+        let marks = ExampleMarks::new(&ITEMS_EXAMPLE);
+        let shown = "The ferry to Oslo left Kiel at nine. It carried 212 passengers in 1998.";
+        // What a 270M model wrote under the schema: the example's context and target as
+        // statements, its first statement reworded, its span beside the chunk's own names.
+        let copies = [
+            item(ITEMS_EXAMPLE.context, "Q_K-1"),
+            item(ITEMS_EXAMPLE.target, "Q_K-2"),
+            item("building of the Varden Bridge begins in 1931 and costs 2.4 million crowns.", "Building began."),
+            item("The ferry to Oslo left Kiel.", ITEMS_EXAMPLE.items[0].span),
+            item(&ITEMS_EXAMPLE.items[1].statement.to_lowercase(), ""),
+        ];
+        for copy in &copies {
+            assert!(marks.copied(copy, shown), "{copy:?}");
+        }
+        // A name the example shares with the text shown (Oslo) is the chunk's own; one the
+        // text lacks in any case gives a statement away even when the rest is the model's own.
+        let own = [
+            item("The ferry to Oslo left Kiel at nine.", "The ferry to Oslo left Kiel at nine."),
+            item("The Ferry carried 212 passengers in 1998.", "It carried 212 passengers in 1998."),
+        ];
+        for own in &own {
+            assert!(!marks.copied(own, shown), "{own:?}");
+        }
+        assert!(marks.copied(&item("The Bridge of the ferry was new.", "nowhere"), shown));
+
+        let mut counts = ExtractCounts::default();
+        let items = copies.into_iter().chain(own).chain([item("...", "...")]).collect();
+        let kept = screen(items, Some(&marks), shown, &mut counts);
+        assert_eq!(kept.len(), 2);
+        assert_eq!((counts.dropped_example, counts.dropped_empty), (5, 1));
+        // Without an example (the rules extractor) nothing is taken for a copy.
+        let mut counts = ExtractCounts::default();
+        assert_eq!(screen(vec![item(ITEMS_EXAMPLE.context, "")], None, shown, &mut counts).len(), 1);
+    }
 }

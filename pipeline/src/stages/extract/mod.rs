@@ -251,10 +251,14 @@ fn words_key(text: &str) -> String {
     text.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
-/// The words of a text as written, split at whitespace, without the punctuation around them
-/// (`2.4` stays one word).
+/// A whitespace-separated token without the punctuation around it (`2.4` stays whole).
+fn bare(token: &str) -> &str {
+    token.trim_matches(|c: char| !c.is_alphanumeric())
+}
+
+/// The words of a text as written, split at whitespace, each [`bare`].
 fn words(text: &str) -> impl Iterator<Item = &str> {
-    text.split_whitespace().map(|w| w.trim_matches(|c: char| !c.is_alphanumeric())).filter(|w| !w.is_empty())
+    text.split_whitespace().map(bare).filter(|w| !w.is_empty())
 }
 
 /// What gives away an item copied from the prompt's worked example. A weak model copies more
@@ -278,7 +282,7 @@ impl ExampleMarks {
         for text in texts {
             let mut sentence_start = true;
             for raw in text.split_whitespace() {
-                let word = raw.trim_matches(|c: char| !c.is_alphanumeric());
+                let word = bare(raw);
                 let capitalised = word.starts_with(char::is_uppercase) && !sentence_start;
                 if !word.is_empty() && (capitalised || word.contains(|c: char| c.is_ascii_digit())) {
                     names.push(word.to_owned());

@@ -56,7 +56,8 @@ pub struct ExampleItem {
 }
 
 /// The worked example of the item prompt, in our own words. A weak model may copy it; the
-/// extract stage drops and counts items whose statement is one of these.
+/// extract stage drops and counts items that repeat one of its statements, or that hold one of
+/// its names or numbers absent from the text shown to the model.
 pub const ITEMS_EXAMPLE: ItemsExample = ItemsExample {
     context: "The Varden Bridge crosses the river Sola at Mirth. It was designed by the engineer Ilse Brandt.",
     target: "Building began in 1931 and cost 2.4 million crowns. Brandt later taught at the technical college \

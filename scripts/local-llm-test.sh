@@ -4,10 +4,11 @@
 # other; it loops until the token cap, so a run takes minutes), set up and started by
 # scripts/local-llm.sh (the first run on a machine builds it: about 5 minutes; later runs reuse
 # it). Bounded: two paragraphs of the sample corpus (a few chunks), answers capped at 320 tokens,
-# one request at a time. The whole construction runs twice, with llm.structured_output =
-# json_schema (the server refuses that form and the client steps down to json_object with the
-# schema) and = none (free text, read by the tolerant parser), then one question is answered by
-# the model from the kb. Checks, for both: no unit lost (every chunk has items, a failure row or
+# one request at a time. The whole construction runs twice, as `make llm-index LLM=local` runs it
+# (scripts/llm-index.sh: the first time it starts the server and stops it after, the second time
+# it finds one running and leaves it), with llm.structured_output = json_schema (the server
+# refuses that form and the client steps down to json_object with the schema) and = none (free
+# text, read by the tolerant parser), then one question is answered by the model from the kb. Checks, for both: no unit lost (every chunk has items, a failure row or
 # is counted as answered without items), every located span is the document's own text, every
 # call recorded with the form it carried; with the schema, every answer parsed and the server's
 # refusal of json_schema was learnt (once per process, by the requests then formed). The server
@@ -22,8 +23,10 @@ cleanup() {
   if [ "${KEEP:-0}" = 1 ]; then echo "local-llm-test: kept $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-MODEL=$model PORT=$port CTX=4096 scripts/local-llm.sh >"$work/local-llm.out"
+export PORT
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$PORT
+server_runs() { [ -s "$LLM_STATE/$model.pid" ] && kill -0 "$(cat "$LLM_STATE/$model.pid")" 2>/dev/null; }
 echo "local-llm-test: $model on 127.0.0.1:$port"
 
 # Two paragraphs of one sample document: a few chunks at the chunk sizes below.
@@ -47,18 +50,30 @@ for form in json_schema none; do
   index="$work/$form"
   start=$(date +%s)
   code=0
-  FLEXSTRUCT_LLM__STRUCTURED_OUTPUT=$form "$bin/flexstruct-index" --index "$index" --corpus "$work/corpus" \
-    --keep-going --quiet >"$work/$form.log" 2>&1 || code=$?
+  # The construction as `make llm-index LLM=local` runs it: the first time the server does not
+  # run yet, and the script starts it and stops it after; the second time it finds this test's
+  # own server running, and leaves it running.
+  [ "$form" = json_schema ] || server_runs || MODEL=$model CTX=4096 scripts/local-llm.sh >"$work/local-llm.out"
+  ran_before=$(server_runs && echo 1 || echo 0)
+  FLEXSTRUCT_LLM__STRUCTURED_OUTPUT=$form LLM=local LLM_MODEL=$model scripts/llm-index.sh "$work/corpus" "$index" 0 "$bin" \
+    >"$work/$form.log" 2>&1 || code=$?
   seconds=$(( $(date +%s) - start ))
   if [ "$code" -gt 1 ]; then
-    echo "local-llm-test: $form: flexstruct-index exit $code" >&2; tail -n 30 "$work/$form.log" >&2; status=1; continue
+    echo "local-llm-test: $form: llm-index exit $code" >&2; tail -n 30 "$work/$form.log" >&2; status=1; continue
   fi
+  if [ "$ran_before" = 1 ] && ! server_runs; then
+    echo "local-llm-test: $form: llm-index stopped a server it did not start" >&2; status=1
+  elif [ "$ran_before" = 0 ] && server_runs; then
+    echo "local-llm-test: $form: llm-index left running the server it started" >&2; status=1
+  fi
+  reruns=$(grep -c "rerunning the stages once" "$work/$form.log" || true)
+  server_runs || MODEL=$model CTX=4096 scripts/local-llm.sh >"$work/local-llm.out"
   # A question the model cannot answer within the cap fails alone (exit 1, said in the output).
   code=0
   FLEXSTRUCT_LLM__STRUCTURED_OUTPUT=$form "$bin/flexstruct-query" --index "$index" --mode hybrid "$question" \
     >"$work/$form.answer" 2>>"$work/$form.log" || code=$?
   [ "$code" -le 1 ] || { echo "local-llm-test: $form: flexstruct-query exit $code" >&2; tail -n 20 "$work/$form.log" >&2; status=1; }
-  python3 - "$form" "$seconds" "$work/$form.answer" \
+  python3 - "$form" "$seconds" "$reruns" "$work/$form.answer" \
     "$(sql "$index" "SELECT doc_id, chunk_idx FROM chunks")" \
     "$(sql "$index" "SELECT doc_id, chunk_idx, count(*) AS n FROM items GROUP BY doc_id, chunk_idx")" \
     "$(sql "$index" "SELECT stage, doc_id, unit, kind, message FROM failures")" \
@@ -68,8 +83,8 @@ for form in json_schema none; do
     "$(sql "$index" "SELECT (SELECT count(*) FROM kb.hyperedges) AS hyperedges, (SELECT count(*) FROM kb.entities) AS entities, (SELECT count(*) FROM kb.edges) AS edges")" \
     <<'EOF' || status=1
 import json, sys
-form, seconds, answer_file = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-chunks, items, failures, manifest, calls, misplaced, kb = (json.loads(a) for a in sys.argv[4:])
+form, seconds, reruns, answer_file = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+chunks, items, failures, manifest, calls, misplaced, kb = (json.loads(a) for a in sys.argv[5:])
 problems = []
 with_items = {(r["doc_id"], r["chunk_idx"]) for r in items}
 failed = {(f["doc_id"], f["unit"]) for f in failures if f["stage"] == "extract"}
@@ -90,9 +105,10 @@ if form == "json_schema":
     if unparseable:
         problems.append(f"{len(unparseable)} answers did not parse although decoding followed the schema: "
                         + unparseable[0]["message"])
-    # The server refuses json_schema: learnt once per process (index, then query), by every request
-    # already formed when the first refusal came back (here the first bucket's chunks).
-    if not 1 <= statuses.get("format_refused_json_schema", 0) <= len(chunks) + 1:
+    # The server refuses json_schema: learnt once per process (index, its rerun if units failed,
+    # then query), by every request already formed when the first refusal came back (here the
+    # first bucket's chunks).
+    if not 1 <= statuses.get("format_refused_json_schema", 0) <= (1 + reruns) * len(chunks) + 1:
         problems.append(f"expected the json_schema refusal once per process, got {statuses}")
     # Every JSON prompt answered went out with the form the server takes, as llm_calls says.
     answered = {c["response_format"] for c in calls if c["status"] == "ok" and c["purpose"] != "answer"}
@@ -106,7 +122,7 @@ if line is None:
     problems.append("the question got no answer line")
 counts = {k: sum(d.get(k, 0) for d in extract_runs) for k in
           ("chunks", "items", "located_exact", "located_normalised", "unlocated", "dropped_empty", "dropped_example")}
-print(f"local-llm-test: {form}: {len(chunks)} chunks, {seconds} s; extract {counts}; failures "
+print(f"local-llm-test: {form}: {len(chunks)} chunks, {seconds} s ({reruns} reruns); extract {counts}; failures "
       f"{len(failures)}; kb {kb[0]}; calls {statuses}")
 print(f"  {line[:200] if line else '(no answer line)'}")
 for p in problems:

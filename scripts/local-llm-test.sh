@@ -4,15 +4,16 @@
 # other; it loops until the token cap, so a run takes minutes), set up and started by
 # scripts/local-llm.sh (the first run on a machine builds it: about 5 minutes; later runs reuse
 # it). Bounded: two paragraphs of the sample corpus (a few chunks), answers capped at 320 tokens,
-# one request at a time. The whole construction runs twice, as `make llm-index LLM=local` runs it
-# (scripts/llm-index.sh: the first time it starts the server and stops it after, the second time
-# it finds one running and leaves it), with llm.structured_output = json_schema (the server
+# one request at a time. The whole construction runs twice, as `make llm-index LLM=local` runs
+# it (scripts/llm-index.sh: the first time it starts the server and stops it after, the second
+# time it finds one running and leaves it), with llm.structured_output = json_schema (the server
 # refuses that form and the client steps down to json_object with the schema) and = none (free
-# text, read by the tolerant parser), then one question is answered by the model from the kb. Checks, for both: no unit lost (every chunk has items, a failure row or
-# is counted as answered without items), every located span is the document's own text, every
-# call recorded with the form it carried; with the schema, every answer parsed and the server's
-# refusal of json_schema was learnt (once per process, by the requests then formed). The server
-# is stopped by this script.
+# text, read by the tolerant parser), then one question is answered by the model from the kb.
+# Checks, for both: no unit lost (every chunk has items, a failure row or is counted as answered
+# without items), every located span is the document's own text, every call recorded with the
+# form it carried, and the server stopped only if llm-index started it; with the schema, every
+# answer parsed and the server's refusal of json_schema was learnt (once per process, by the
+# requests then formed). The server is stopped by this script.
 set -euo pipefail
 bin=${BIN:-target/debug}
 model=${LLM_MODEL:-smollm2-135m}

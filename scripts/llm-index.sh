@@ -42,13 +42,12 @@ case $llm in
   local)
     if [ "$faults" != 0 ]; then echo "llm-index: FAULTS=$faults is the stand-in's; a real model brings its own" >&2; exit 2; fi
     model=${LLM_MODEL:-gemma3-270m}
-    state=${LLM_STATE:-data/local-llm}
-    if ! { [ -s "$state/$model.pid" ] && kill -0 "$(cat "$state/$model.pid")" 2>/dev/null; }; then
+    if ! url=$(MODEL=$model STATUS=1 scripts/local-llm.sh); then
       started_model=$model
+      MODEL=$model scripts/local-llm.sh
+      url=$(MODEL=$model STATUS=1 scripts/local-llm.sh)
     fi
-    MODEL=$model scripts/local-llm.sh
-    port=$(cat "$state/$model.port" 2>/dev/null || echo "${PORT:-8088}")
-    export FLEXSTRUCT_LLM__BASE_URL="http://127.0.0.1:$port/v1" FLEXSTRUCT_LLM__MODEL=$model FLEXSTRUCT_LLM__API_KEY_ENV=""
+    export FLEXSTRUCT_LLM__BASE_URL="$url" FLEXSTRUCT_LLM__MODEL=$model FLEXSTRUCT_LLM__API_KEY_ENV=""
     export FLEXSTRUCT_LLM__TIMEOUT_SECS=${FLEXSTRUCT_LLM__TIMEOUT_SECS:-900}
     export FLEXSTRUCT_LLM__MAX_CONCURRENCY=${FLEXSTRUCT_LLM__MAX_CONCURRENCY:-1}
     ;;

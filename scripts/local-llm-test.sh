@@ -27,7 +27,7 @@ trap cleanup EXIT
 export PORT
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 port=$PORT
-server_runs() { [ -s "$LLM_STATE/$model.pid" ] && kill -0 "$(cat "$LLM_STATE/$model.pid")" 2>/dev/null; }
+server_runs() { MODEL=$model STATUS=1 scripts/local-llm.sh >/dev/null; }
 echo "local-llm-test: $model on 127.0.0.1:$port"
 
 # Two paragraphs of one sample document: a few chunks at the chunk sizes below.

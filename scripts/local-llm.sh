@@ -11,6 +11,7 @@
 # Starts the server on 127.0.0.1:PORT in the background (its log and pid in data/local-llm/),
 # waits until it answers, and prints the settings that point the LLM path at it. STOP=1 stops it.
 # LLM_STATE names another folder for the log and pid (a test's own server beside a user's).
+# STATUS=1 prints the base URL of the running server, or exits 1 if it does not run.
 set -euo pipefail
 venv=${LLM_VENV:-$HOME/.cache/flexstruct/llama-cpp-0.3.36}
 model=${MODEL:-gemma3-270m}
@@ -20,6 +21,14 @@ state=${LLM_STATE:-data/local-llm}
 mkdir -p "$state"
 pidfile="$state/$model.pid"
 portfile="$state/$model.port"
+running() { [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+# Where a running server was started, whatever PORT says now.
+running && port=$(cat "$portfile" 2>/dev/null || echo "$port")
+if [ "${STATUS:-0}" = 1 ]; then
+  running || exit 1
+  echo "http://127.0.0.1:$port/v1"
+  exit 0
+fi
 if [ "${STOP:-0}" = 1 ]; then
   [ -s "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null && echo "local-llm: stopped $model"
   rm -f "$pidfile" "$portfile"
@@ -44,9 +53,7 @@ case "$model" in
     chat_format=chatml ;;
   *) echo "local-llm: MODEL must be gemma3-270m or smollm2-135m, not $model" >&2; exit 2 ;;
 esac
-if [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-  # Where it was started, whatever PORT says now.
-  port=$(cat "$portfile" 2>/dev/null || echo "$port")
+if running; then
   echo "local-llm: $model already runs (pid $(cat "$pidfile"))"
 else
   "$venv/bin/python" scripts/local_llm_server.py --model "$gguf" --model_alias "$model" --chat_format "$chat_format" \
